@@ -144,3 +144,21 @@ def run_model(
         attentions=attentions,
         attn_outputs=tuple(outputs[i] for i in range(lm.n_layers)),
     )
+
+
+def token_embeddings(lm: LoadedModel, ids: tuple[int, ...], positions: bool = False) -> torch.Tensor:
+    """The model's input embeddings of ``ids`` (plus its position embeddings if asked), copied.
+
+    Shapes: returns [len(ids), d_model] float32 on the CPU.
+    """
+    m = lm.model
+    if lm.family == "gpt2":
+        words, pos = m.wte, m.wpe
+    else:
+        words, pos = m.embeddings.word_embeddings, m.embeddings.position_embeddings
+    index = torch.tensor(ids, dtype=torch.long, device=words.weight.device)  # [n]
+    with torch.no_grad():
+        x = words(index)  # [n, d_model]
+        if positions:
+            x = x + pos(torch.arange(len(ids), device=index.device))
+    return x.detach().float().cpu().clone()

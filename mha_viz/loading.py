@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import shutil
+import socket
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -117,11 +118,13 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
 
     src, bundled = _source(name)
     shown = DEFAULT_MODEL if bundled else name
-    offline = {"local_files_only": True} if bundled else {}
+    local = bundled or os.path.isdir(src) or not hub_reachable()
+    offline = {"local_files_only": True} if local else {}
     try:
         config = transformers.AutoConfig.from_pretrained(src, trust_remote_code=False, **offline)
     except Exception as exc:  # OSError (unknown id, no network), ValueError (unknown/remote code)
-        raise MhaVizError(f"could not load model {shown!r} ({_reason(exc)}); {SUPPORTED_TEXT}") from None
+        why = "no network, and it is not in the local cache" if offline and not bundled and not os.path.isdir(src) else _reason(exc)
+        raise MhaVizError(f"could not load model {shown!r} ({why}); {SUPPORTED_TEXT}") from None
     family = FAMILIES.get(config.model_type)
     if family is None:
         raise MhaVizError(f"model {shown!r} is a {config.model_type!r} model, which is not supported; {SUPPORTED_TEXT}")
@@ -155,6 +158,27 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
         max_tokens=max_pos,
         causal=family == "gpt2",
     )
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connect (False when offline mode is set).
+
+    Checked up front so that, with no network, loading fails in seconds from the local cache
+    instead of retrying for half a minute.
+    """
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,0 +1,156 @@
+"""Command line: ``python -m mha_viz trace --text "..." --out trace.npz``.
+
+Headless export of attention patterns (and, with --full, every intermediate of one layer).
+Layers and heads are numbered from 0. Bad input: one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + error
+        raise MhaVizError(f"{message} (see {self.prog} --help)")
+
+
+def _heads_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ablate takes head numbers like 0,3, got {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m mha_viz", description="mha-viz: multi-head attention, traced.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    t = sub.add_parser("trace", help="export attention patterns (and intermediates) to .npz")
+    t.add_argument("--text", required=True, help="the text to analyse")
+    t.add_argument("--model", default=None, help='bundled MiniLM (default), a Hugging Face id or folder, or "own"')
+    t.add_argument("--layer", type=int, default=None, help="layer to export (default: all layers)")
+    t.add_argument("--heads", type=int, default=None, help="re-split into N heads (own weights: the head count)")
+    t.add_argument("--wo", choices=("learned", "identity", "random"), default="learned", help="W^O variant")
+    t.add_argument("--ablate", type=_heads_list, default=(), help="heads whose W^O block is zeroed, e.g. 0,3")
+    t.add_argument("--causal", action="store_true", help="add a causal (look-ahead) mask")
+    t.add_argument("--no-scale", action="store_true", help="drop the 1/sqrt(d_k) scaling")
+    t.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    t.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    t.add_argument("--out", default=None, help="write FILE.npz (without it, print a summary)")
+    t.add_argument("--full", action="store_true", help="also store every intermediate and the weights")
+    own = t.add_argument_group("own weights (--model own)")
+    own.add_argument("--d-model", type=int, default=512)
+    own.add_argument("--seed", type=int, default=0, help="seed for own weights, random embeddings, random W^O")
+    own.add_argument("--init", choices=("xavier", "identity"), default="xavier")
+    own.add_argument("--bias", action="store_true", help="own xavier weights with (zero) biases")
+    own.add_argument("--embeddings", choices=("random", "model"), default="random")
+    own.add_argument("--positions", action="store_true", help="add position embeddings to X")
+    own.add_argument("--weights", default=None, help="own weights from a .safetensors file")
+    return parser
+
+
+def _own_spec(args: argparse.Namespace):
+    from mha_viz.own import load_weights
+    from mha_viz.pipeline import OwnSpec
+
+    weights = None
+    if args.weights:
+        if not args.weights.endswith(".safetensors"):
+            raise MhaVizError("--weights takes a .safetensors file (pickle files are not accepted)")
+        with open(args.weights, "rb") as fh:
+            weights = load_weights(fh.read(64 * 1024 * 1024 + 1))
+    return OwnSpec(
+        d_model=args.d_model, n_heads=args.heads or 8, seed=args.seed, init=args.init, bias=args.bias,
+        embeddings=args.embeddings, positions=args.positions, weights=weights,
+    )  # fmt: skip
+
+
+def run_trace(args: argparse.Namespace) -> tuple[tuple[str, ...], list[AttentionTrace], AttentionWeights | None]:
+    """Compute what ``trace`` exports: (tokens, traces, the weights of a single traced layer)."""
+    from mha_viz.adapters import layer_weights
+    from mha_viz.attention import resolve_device
+    from mha_viz.loading import load_model
+    from mha_viz.pipeline import Settings, edit_weights, own_trace, pretrained_traces
+
+    device = str(resolve_device(args.device))
+    own = (args.model or "").strip().lower() == "own"
+    settings = Settings(
+        heads=None if own else args.heads, wo=args.wo, ablate=args.ablate, causal=args.causal,
+        scaled=not args.no_scale, seed=args.seed, device=device, dtype=args.dtype,
+    )  # fmt: skip
+    if own:
+        if args.layer not in (None, 0):
+            raise MhaVizError(f"own weights have one layer (0); got --layer {args.layer}")
+        lm = load_model(None, "cpu")  # its tokenizer (and embeddings)
+        tokens, weights, trace = own_trace(lm, args.text, _own_spec(args), settings)
+        return tokens.labels, [trace], weights
+    if args.full and args.layer is None:
+        raise MhaVizError("--full stores one layer's intermediates; add --layer N")
+    lm = load_model(args.model, device)
+    layers = None if args.layer is None else [args.layer]
+    tokens, traces = pretrained_traces(lm, args.text, layers, settings)
+    weights = edit_weights(layer_weights(lm, args.layer), settings) if args.layer is not None else None
+    return tokens.labels, traces, weights
+
+
+def to_arrays(
+    tokens: tuple[str, ...], traces: list[AttentionTrace], weights: AttentionWeights | None, full: bool
+) -> dict[str, np.ndarray]:
+    """The .npz contract: tokens [n] str, pattern [layers, heads, n, n]; with full, one layer's all."""
+    arrays = {
+        "tokens": np.asarray(tokens, dtype=str),
+        "pattern": np.stack([t.pattern.numpy() for t in traces]),
+    }
+    if full:
+        (trace,) = traces
+        arrays.update({n: t.numpy() for n, t in trace.tensors().items()})
+        if weights is not None:
+            dtype = trace.pattern.dtype
+            arrays.update({n: t.to(dtype).numpy() for n, t in weights.tensors().items()})
+    return arrays
+
+
+def _trace_command(args: argparse.Namespace) -> None:
+    if args.out and not args.out.endswith(".npz"):
+        raise MhaVizError(f"--out must name a .npz file, got {args.out!r}")
+    tokens, traces, weights = run_trace(args)
+    arrays = to_arrays(tokens, traces, weights, args.full)
+    shape = "x".join(map(str, arrays["pattern"].shape))
+    if args.out:
+        np.savez_compressed(args.out, **arrays)
+        print(f"wrote {args.out}: {len(tokens)} tokens, pattern {shape}, {len(arrays)} arrays")
+    else:
+        print(f"{len(tokens)} tokens: {' | '.join(tokens)}")
+        print(f"pattern {shape} (layers x heads x query x key); add --out FILE.npz to save")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "trace":
+            _trace_command(args)
+        return 0
+    except MhaVizError as exc:
+        print(f"mha-viz: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"mha-viz: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:  # never a traceback for users; MHA_VIZ_DEBUG=1 shows it
+        if os.environ.get("MHA_VIZ_DEBUG"):
+            raise
+        print(f"mha-viz: internal error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

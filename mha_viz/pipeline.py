@@ -1,0 +1,111 @@
+"""From (model, text, settings) to traces: the one path shared by the CLI and the dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from mha_viz.adapters import check_layer, layer_weights, run_model, token_embeddings
+from mha_viz.attention import compute_trace
+from mha_viz.edits import ablate_heads, apply_wo, regroup_heads
+from mha_viz.loading import LoadedModel, Tokens, tokenize
+from mha_viz.own import init_weights, random_embeddings
+from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
+
+EMBEDDINGS = ("random", "model")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to edit the layer and run the trace (plain values, so they make obvious cache keys)."""
+
+    heads: int | None = None  # re-split into this many heads (None: as the layer has them)
+    wo: str = "learned"  # "learned" | "identity" | "random"
+    ablate: tuple[int, ...] = ()  # heads (after re-split) whose W^O block is zeroed
+    causal: bool = False  # add a causal mask (decoders always have one)
+    scaled: bool = True  # multiply scores by 1/sqrt(d_head)
+    seed: int = 0  # for W^O = random
+    device: str = "auto"
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class OwnSpec:
+    """Own weights: made from (d_model, n_heads, seed, init) or given (loaded from a file)."""
+
+    d_model: int = 512
+    n_heads: int = 8
+    seed: int = 0
+    init: str = "xavier"
+    bias: bool = False
+    embeddings: str = "random"  # "random" (seeded per token id) | "model" (the tokenizer model's)
+    positions: bool = False  # add position embeddings (sinusoidal for random, the model's otherwise)
+    weights: AttentionWeights | None = field(default=None, compare=False)
+
+    def build(self) -> AttentionWeights:
+        if self.weights is not None:
+            return self.weights
+        return init_weights(self.d_model, self.n_heads, self.seed, self.init, self.bias)
+
+
+def edit_weights(weights: AttentionWeights, settings: Settings) -> AttentionWeights:
+    """Apply the what-if edits in order: re-split heads, then the W^O variant, then ablation."""
+    w = weights if settings.heads is None else regroup_heads(weights, settings.heads)
+    w = apply_wo(w, settings.wo, settings.seed)
+    return ablate_heads(w, settings.ablate) if settings.ablate else w
+
+
+def pretrained_traces(
+    lm: LoadedModel, text: str, layers: Sequence[int] | None = None, settings: Settings = Settings()
+) -> tuple[Tokens, list[AttentionTrace]]:
+    """Tokenise ``text``, run the model once, and trace the chosen layers (all by default)."""
+    tokens = tokenize(lm, text)
+    chosen = list(range(lm.n_layers)) if layers is None else [check_layer(lm, i) for i in layers]
+    run = run_model(lm, torch.tensor([tokens.ids]))
+    traces = [
+        compute_trace(
+            edit_weights(layer_weights(lm, i), settings),
+            run.attn_inputs[i][0],  # [pos, d_model]
+            tokens.labels,
+            causal=lm.causal or settings.causal,
+            scaled=settings.scaled,
+            device=settings.device,
+            dtype=settings.dtype,
+        )
+        for i in chosen
+    ]
+    return tokens, traces
+
+
+def own_input(lm: LoadedModel, tokens: Tokens, spec: OwnSpec, d_model: int) -> torch.Tensor:
+    """X for own weights. Shapes: returns [pos, d_model]."""
+    if spec.embeddings == "random":
+        return random_embeddings(list(tokens.ids), d_model, spec.seed, spec.positions)
+    if spec.embeddings != "model":
+        raise MhaVizError(f"unknown embeddings {spec.embeddings!r}; choose one of {', '.join(EMBEDDINGS)}")
+    if d_model != lm.d_model:
+        raise MhaVizError(
+            f"{lm.name}'s embeddings have {lm.d_model} dimensions but d_model is {d_model}; "
+            f"set d_model to {lm.d_model} or use random embeddings"
+        )
+    return token_embeddings(lm, tokens.ids, spec.positions)
+
+
+def own_trace(
+    lm: LoadedModel, text: str, spec: OwnSpec = OwnSpec(), settings: Settings = Settings()
+) -> tuple[Tokens, AttentionWeights, AttentionTrace]:
+    """Trace own weights on ``text`` tokenised by ``lm``'s tokenizer.
+
+    ``settings.heads`` is ignored here: for own weights the head count is part of OwnSpec.
+    """
+    tokens = tokenize(lm, text)
+    base = spec.build()
+    weights = edit_weights(base, Settings(wo=settings.wo, ablate=settings.ablate, seed=settings.seed))
+    x = own_input(lm, tokens, spec, base.d_model)
+    trace = compute_trace(
+        weights, x, tokens.labels,
+        causal=settings.causal, scaled=settings.scaled, device=settings.device, dtype=settings.dtype,
+    )  # fmt: skip
+    return tokens, weights, trace
