@@ -77,6 +77,9 @@ class AttentionWeights:
             f"b_O has shape {tuple(self.b_O.shape) if self.b_O is not None else None}, expected {(d,)}",
         )
         _check(h >= 1 and d >= 1 and dh >= 1, "attention weights need at least one head and dimension")
+        for name, t in self.tensors().items():  # one memory layout everywhere (views made contiguous)
+            if not t.is_contiguous():
+                object.__setattr__(self, name, t.contiguous())
 
     # --- sizes -------------------------------------------------------------------------
     @property

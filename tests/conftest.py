@@ -1,0 +1,57 @@
+"""Shared fixtures: tiny synthetic layers for unit tests, the real bundled model for integration."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from mha_viz.own import init_weights  # noqa: E402
+from mha_viz.trace import AttentionWeights  # noqa: E402
+
+SENTENCE = "The animal didn't cross the street because it was too tired"
+
+
+def random_weights(d_model: int = 12, n_heads: int = 3, seed: int = 0, bias: bool = True,
+                   dtype: torch.dtype = torch.float64) -> AttentionWeights:
+    """Random weights with (optionally) random biases, so that bias handling is exercised."""
+    g = torch.Generator().manual_seed(seed)
+    dh = d_model // n_heads
+
+    def r(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g, dtype=dtype) * 0.5
+
+    return AttentionWeights(
+        W_Q=r(n_heads, d_model, dh), W_K=r(n_heads, d_model, dh), W_V=r(n_heads, d_model, dh),
+        W_O=r(n_heads, dh, d_model),
+        b_Q=r(n_heads, dh) if bias else None, b_K=r(n_heads, dh) if bias else None,
+        b_V=r(n_heads, dh) if bias else None, b_O=r(d_model) if bias else None,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def tiny() -> AttentionWeights:
+    """d_model 12, 3 heads, seed 0, with biases, float64."""
+    return random_weights()
+
+
+@pytest.fixture
+def tiny_x() -> torch.Tensor:
+    """[5, 12] float64 input."""
+    return torch.randn(5, 12, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real bundled all-MiniLM-L6-v2 (loaded once per test session)."""
+    from mha_viz.loading import load_model
+
+    return load_model(None, "cpu")
+
+
+@pytest.fixture(scope="session")
+def xavier_512() -> AttentionWeights:
+    return init_weights(512, 8, seed=0)
