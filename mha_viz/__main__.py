@@ -112,7 +112,7 @@ def to_arrays(
     }
     if full:
         (trace,) = traces
-        arrays.update({n: t.numpy() for n, t in trace.tensors().items()})
+        arrays.update({n: t.numpy() for n, t in trace.tensors().items() if n != "pattern"})
         if weights is not None:
             dtype = trace.pattern.dtype
             arrays.update({n: t.to(dtype).numpy() for n, t in weights.tensors().items()})

@@ -97,9 +97,7 @@ class ModelRun:
     attn_outputs: tuple[torch.Tensor, ...]
 
 
-def run_model(
-    lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
-) -> ModelRun:
+def run_model(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> ModelRun:
     """One forward pass with output_attentions, capturing each layer's X and W^O output by hooks.
 
     Shapes: input_ids [batch, pos] long; attention_mask [batch, pos] (1 = token, 0 = padding).

@@ -37,7 +37,7 @@ def resolve_device(device: str = "auto") -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """"float32" | "float64" (or the torch dtype itself) -> torch dtype."""
+    """ "float32" | "float64" (or the torch dtype itself) -> torch dtype."""
     if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
     if dtype in DTYPES:

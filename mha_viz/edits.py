@@ -33,8 +33,7 @@ def regroup_heads(weights: AttentionWeights, n_heads: int) -> AttentionWeights:
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1 or inner % n_heads:
         width = f"d_model {inner}" if inner == d else f"the attention width {inner}"
         raise MhaVizError(
-            f"{width} is not divisible by {n_heads} heads; "
-            f"choose one of {', '.join(map(str, divisors(inner)))}"
+            f"{width} is not divisible by {n_heads} heads; choose one of {', '.join(map(str, divisors(inner)))}"
         )
     if n_heads == h:
         return weights
@@ -67,9 +66,7 @@ def _square_wo(weights: AttentionWeights, matrix: torch.Tensor) -> AttentionWeig
 def _require_square(weights: AttentionWeights, mode: str) -> None:
     inner = weights.n_heads * weights.d_head
     if inner != weights.d_model:
-        raise MhaVizError(
-            f"W^O = {mode} needs n_heads * d_head == d_model, but {inner} != {weights.d_model}"
-        )
+        raise MhaVizError(f"W^O = {mode} needs n_heads * d_head == d_model, but {inner} != {weights.d_model}")
 
 
 def wo_identity(weights: AttentionWeights) -> AttentionWeights:
@@ -93,9 +90,7 @@ def _check_heads(weights: AttentionWeights, heads: Iterable[int]) -> list[int]:
     chosen = sorted(set(int(i) for i in heads))
     bad = [i for i in chosen if not 0 <= i < weights.n_heads]
     if bad:
-        raise MhaVizError(
-            f"head {bad[0]} does not exist; heads are numbered 0 to {weights.n_heads - 1}"
-        )
+        raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {weights.n_heads - 1}")
     return chosen
 
 

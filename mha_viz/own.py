@@ -34,8 +34,7 @@ def check_size(d_model: int, n_heads: int) -> None:
     if not 1 <= n_heads <= min(MAX_HEADS, d_model) or d_model % n_heads:
         valid = [h for h in divisors(d_model) if h <= MAX_HEADS]
         raise MhaVizError(
-            f"d_model {d_model} is not divisible by {n_heads} heads; "
-            f"choose one of {', '.join(map(str, valid))}"
+            f"d_model {d_model} is not divisible by {n_heads} heads; choose one of {', '.join(map(str, valid))}"
         )
 
 

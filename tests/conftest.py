@@ -9,14 +9,15 @@ import torch
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from mha_viz.own import init_weights  # noqa: E402
-from mha_viz.trace import AttentionWeights  # noqa: E402
+from mha_viz.own import init_weights
+from mha_viz.trace import AttentionWeights
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
 
-def random_weights(d_model: int = 12, n_heads: int = 3, seed: int = 0, bias: bool = True,
-                   dtype: torch.dtype = torch.float64) -> AttentionWeights:
+def random_weights(
+    d_model: int = 12, n_heads: int = 3, seed: int = 0, bias: bool = True, dtype: torch.dtype = torch.float64
+) -> AttentionWeights:
     """Random weights with (optionally) random biases, so that bias handling is exercised."""
     g = torch.Generator().manual_seed(seed)
     dh = d_model // n_heads

@@ -29,7 +29,7 @@ def test_regroup_shapes_and_rows(tiny: AttentionWeights, tiny_x: torch.Tensor, h
     assert t.pattern.shape == (heads, 5, 5)
     torch.testing.assert_close(t.pattern.sum(-1), torch.ones(heads, 5, dtype=torch.float64))
     # The concatenated projections are the same matrices, only grouped differently.
-    flat = lambda m: m.permute(1, 0, 2).reshape(12, 12)  # noqa: E731
+    flat = lambda m: m.permute(1, 0, 2).reshape(12, 12)
     torch.testing.assert_close(flat(w.W_Q), flat(tiny.W_Q), rtol=0, atol=0)
     torch.testing.assert_close(w.W_O.reshape(12, 12), tiny.W_O.reshape(12, 12), rtol=0, atol=0)
     assert_unchanged(tiny, before)

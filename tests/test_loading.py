@@ -86,11 +86,12 @@ def test_tiny_gpt2_from_folder(tiny_gpt2_dir: str) -> None:
 @pytest.mark.parametrize("family", ["bert", "distilbert", "roberta"])
 def test_other_encoder_families(family: str) -> None:
     torch.manual_seed(0)
+    sizes = {"hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 3, "intermediate_size": 32}
     config = {
-        "bert": tf.BertConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=32, vocab_size=60),
-        "distilbert": tf.DistilBertConfig(dim=24, n_layers=2, n_heads=3, hidden_dim=32, vocab_size=60),
-        "roberta": tf.RobertaConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=32, vocab_size=60),
-    }[family]  # fmt: skip
+        "bert": lambda: tf.BertConfig(vocab_size=60, **sizes),
+        "distilbert": lambda: tf.DistilBertConfig(dim=24, n_layers=2, n_heads=3, hidden_dim=32, vocab_size=60),
+        "roberta": lambda: tf.RobertaConfig(vocab_size=60, **sizes),
+    }[family]()
     model = tf.AutoModel.from_config(config, attn_implementation="eager").eval()
     lm = LoadedModel(name=family, family="bert" if family == "roberta" else family, model=model, tokenizer=None,
                      n_layers=2, n_heads=3, d_model=24, max_tokens=64, causal=False)  # fmt: skip
@@ -127,7 +128,7 @@ def test_token_cap_and_empty_text(minilm: LoadedModel) -> None:
 
 
 def test_unknown_unsupported_and_malformed_models(tmp_path) -> None:
-    with pytest.raises(MhaVizError, match="could not load model 'no-such-org/no-such-model'.*supported: the BERT"):
+    with pytest.raises(MhaVizError, match=r"could not load model 'no-such-org/no-such-model'.*supported: the BERT"):
         load_model("no-such-org/no-such-model")
     with pytest.raises(MhaVizError, match="neither a local folder nor a Hugging Face model id"):
         load_model("bad id with spaces")

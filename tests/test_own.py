@@ -45,7 +45,7 @@ def test_identity_init_attention_is_embedding_similarity() -> None:
 
 
 def test_bad_sizes_are_clear_errors() -> None:
-    with pytest.raises(MhaVizError, match="choose one of 1, 2, 5, 10$"):
+    with pytest.raises(MhaVizError, match=r"choose one of 1, 2, 5, 10$"):
         init_weights(10, 3)
     with pytest.raises(MhaVizError, match="unknown init"):
         init_weights(8, 2, init="kaiming")

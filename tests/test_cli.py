@@ -1,0 +1,130 @@
+"""python -m mha_viz trace: the .npz contract and one-line errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SENTENCE
+from mha_viz.__main__ import main
+from mha_viz.adapters import layer_weights, run_model
+from mha_viz.attention import compute_trace
+from mha_viz.edits import ablate_heads, regroup_heads
+from mha_viz.loading import tokenize
+from mha_viz.own import init_weights, save_weights
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL = ("x", "q", "k", "v", "scores", "z", "concat", "head_out", "output", "W_Q", "W_K", "W_V", "W_O")
+
+
+def run(args: list[str], capsys) -> tuple[int, str, str]:
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_all_layers_npz(tmp_path, capsys, minilm) -> None:
+    out = tmp_path / "t.npz"
+    code, stdout, _ = run(["trace", "--text", SENTENCE, "--out", str(out)], capsys)
+    assert code == 0 and "wrote" in stdout
+    data = np.load(out)  # allow_pickle is False: the file must load without pickle
+    tokens = list(data["tokens"])
+    assert tokens == list(tokenize(minilm, SENTENCE).labels) and "animal" in tokens
+    assert data["pattern"].shape == (6, 12, len(tokens), len(tokens)) and data["pattern"].dtype == np.float32
+    hf = run_model(minilm, torch.tensor([tokenize(minilm, SENTENCE).ids])).attentions
+    np.testing.assert_allclose(data["pattern"][3], hf[3][0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(data["pattern"].sum(-1), 1.0, atol=1e-5)
+
+
+def test_full_single_layer_resplit_ablate(tmp_path, capsys, minilm) -> None:
+    out = tmp_path / "full.npz"
+    args = ["trace", "--text", SENTENCE, "--layer", "2", "--heads", "4", "--ablate", "0,3", "--full",
+            "--dtype", "float64", "--out", str(out)]  # fmt: skip
+    assert run(args, capsys)[0] == 0
+    d = np.load(out)
+    n = len(d["tokens"])
+    assert d["pattern"].shape == (1, 4, n, n) and d["pattern"].dtype == np.float64
+    shapes = {k: d[k].shape for k in FULL}
+    assert shapes["q"] == shapes["k"] == shapes["v"] == shapes["z"] == (4, n, 96)
+    assert shapes["scores"] == (4, n, n) and shapes["concat"] == shapes["x"] == shapes["output"] == (n, 384)
+    assert shapes["head_out"] == (4, n, 384) and shapes["W_Q"] == (4, 384, 96) and shapes["W_O"] == (4, 96, 384)
+    assert d["b_Q"].shape == (4, 96) and d["b_O"].shape == (384,)
+    assert np.all(d["head_out"][[0, 3]] == 0)
+    x = torch.from_numpy(d["x"])
+    w = ablate_heads(regroup_heads(layer_weights(minilm, 2), 4), [0, 3])
+    ref = compute_trace(w, x, device="cpu", dtype="float64")
+    np.testing.assert_allclose(d["output"], ref.output.numpy(), atol=1e-10)
+
+
+def test_own_weights_seed_example(tmp_path, capsys) -> None:
+    out = tmp_path / "own.npz"
+    args = ["trace", "--text", "humpty dumpty sat on", "--model", "own", "--d-model", "512", "--heads", "8",
+            "--seed", "3", "--wo", "identity", "--causal", "--full", "--out", str(out)]  # fmt: skip
+    assert run(args, capsys)[0] == 0
+    d = np.load(out)
+    n = len(d["tokens"])
+    assert d["pattern"].shape == (1, 8, n, n) and d["q"].shape == (8, n, 64)
+    assert np.all(np.triu(d["pattern"][0], 1) == 0)  # causal
+    np.testing.assert_allclose(d["output"], d["concat"], atol=1e-6)  # W^O = identity
+    np.testing.assert_array_equal(d["W_Q"], init_weights(512, 8, seed=3).W_Q.numpy())
+    assert "b_Q" not in d
+
+
+def test_own_weights_from_file(tmp_path, capsys) -> None:
+    path = tmp_path / "w.safetensors"
+    path.write_bytes(save_weights(init_weights(384, 6, seed=1)))
+    out = tmp_path / "o.npz"
+    args = ["trace", "--text", "hello world", "--model", "own", "--weights", str(path), "--embeddings", "model",
+            "--positions", "--out", str(out)]  # fmt: skip
+    assert run(args, capsys)[0] == 0
+    assert np.load(out)["pattern"].shape == (1, 6, 4, 4)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["trace"], "required: --text"),
+        (["trace", "--text", "  "], "empty"),
+        (["trace", "--text", "hi", "--layer", "6"], "layers 0 to 5"),
+        (["trace", "--text", "hi", "--heads", "5", "--layer", "0"], "choose one of 1, 2, 3, 4, 6, 8, 12"),
+        (["trace", "--text", "hi", "--ablate", "12"], "heads are numbered 0 to 11"),
+        (["trace", "--text", "hi", "--ablate", "x,y"], "--ablate takes head numbers"),
+        (["trace", "--text", "hi", "--wo", "mystery"], "invalid choice"),
+        (["trace", "--text", "hi", "--full"], "add --layer"),
+        (["trace", "--text", "hi", "--out", "x.txt"], ".npz"),
+        (["trace", "--text", "hi", "--model", "own", "--d-model", "100", "--heads", "7"], "not divisible"),
+        (["trace", "--text", "hi", "--model", "own", "--embeddings", "model"], "set d_model to 384"),
+        (["trace", "--text", "hi", "--model", "own", "--weights", "w.pt"], "pickle files are not accepted"),
+        (["trace", "--text", "hi", "--model", "no-org/no-model"], "supported: the BERT family"),
+        (["trace", "--text", "hi", "--device", "cuda"] if not torch.cuda.is_available() else ["trace"], ""),
+    ],
+)
+def test_bad_input_one_line_nonzero(args: list[str], message: str, capsys) -> None:
+    code, out, err = run(args, capsys)
+    assert code != 0 and out == ""
+    assert err.startswith("mha-viz: error: ") and err.count("\n") == 1 and message in err
+
+
+def test_missing_weights_file(capsys, tmp_path) -> None:
+    code, _, err = run(
+        ["trace", "--text", "hi", "--model", "own", "--weights", str(tmp_path / "no.safetensors")], capsys
+    )
+    assert code == 1 and err.count("\n") == 1 and "No such file" in err
+
+
+def test_real_process_exit_codes(tmp_path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bad = subprocess.run([sys.executable, "-m", "mha_viz", "trace", "--text", ""], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.strip().count("\n") == 0
+    assert "Traceback" not in bad.stderr and "empty" in bad.stderr
+    cmd = [sys.executable, "-m", "mha_viz", "trace", "--text", "humpty dumpty sat on", "--layer", "0", "--out", "o.npz"]
+    ok = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert np.load(tmp_path / "o.npz")["pattern"].shape[:2] == (1, 12)
