@@ -45,6 +45,18 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     raise MhaVizError(f"unsupported dtype {dtype!r}; choose float32 or float64")
 
 
+_DEVICE_CACHE: dict[str, torch.device] = {}
+
+
+def _device(device: str | torch.device) -> torch.device:
+    """resolve_device, remembered per name (checking for a GPU on every call costs time)."""
+    if isinstance(device, torch.device):
+        return device
+    if device not in _DEVICE_CACHE:
+        _DEVICE_CACHE[device] = resolve_device(device)
+    return _DEVICE_CACHE[device]
+
+
 def build_mask(
     n_query: int,
     n_key: int,
@@ -100,7 +112,7 @@ def compute_trace(
         raise MhaVizError("there are no tokens to attend over")
     if tokens is not None and len(tokens) != n:
         raise MhaVizError(f"{len(tokens)} token labels for {n} positions")
-    dev = resolve_device(device) if isinstance(device, str) else device
+    dev = _device(device)
     dt = resolve_dtype(dtype)
     w = weights.to(dev, dt)
     h, dh = w.n_heads, w.d_head
@@ -114,7 +126,7 @@ def compute_trace(
         qkv = x @ w_qkv if b_qkv is None else torch.addmm(b_qkv, x, w_qkv)  # [pos, 3*h*dh]
         q, k, v = (t.view(n, h, dh).transpose(0, 1) for t in qkv.split(h * dh, dim=1))  # [h, pos, dh]
         # 2. Scores = Q K^T * scale.
-        scores = torch.matmul(q, k.transpose(1, 2))  # [h, q_pos, k_pos]
+        scores = torch.bmm(q, k.transpose(1, 2))  # [h, q_pos, k_pos]
         if scale != 1.0:
             scores.mul_(scale)
         # 3. Mask: disallowed pairs get -inf before the softmax.
@@ -125,19 +137,17 @@ def compute_trace(
             dead = ~allowed.any(dim=1)  # [q_pos]
         # 4. Softmax row by row (each query's weights over the keys sum to 1).
         pattern = torch.softmax(scores, dim=-1)  # [h, q_pos, k_pos]
-        if bool(dead.any()):
+        if allowed is not None and bool(dead.any()):
             pattern.masked_fill_(dead.view(1, n, 1), 0.0)  # all-masked rows: zeros, not NaN
         # 5. Weighted sum of values, per head.
-        z = torch.matmul(pattern, v)  # [h, pos, dh]
-        # 6. Concat heads; 7. W^O per head, then summed: output = concat @ W_O + b_O.
+        z = torch.bmm(pattern, v)  # [h, pos, dh]
+        # 6. Concat heads; 7. mix them with W^O: output = concat @ W_O + b_O.
         concat = z.transpose(0, 1).reshape(n, h * dh)  # [pos, h*dh]
-        head_out = torch.bmm(z, w.W_O)  # [h, pos, d_model]
-        output = head_out.sum(dim=0)  # [pos, d_model]
-        if w.b_O is not None:
-            output += w.b_O
+        w_o = w.W_O.view(h * dh, w.d_model)  # [h*dh, d_model]
+        output = concat @ w_o if w.b_O is None else torch.addmm(w.b_O, concat, w_o)  # [pos, d_model]
 
-    def cpu(t: torch.Tensor) -> torch.Tensor:
-        return t.detach().to("cpu").contiguous()
+    def cpu(t: torch.Tensor) -> torch.Tensor:  # no copy when the trace ran on the CPU
+        return t if t.device.type == "cpu" else t.detach().to("cpu")
 
     labels = tuple(tokens) if tokens is not None else tuple(str(i) for i in range(n))
     return AttentionTrace(
@@ -150,8 +160,8 @@ def compute_trace(
         pattern=cpu(pattern),
         z=cpu(z),
         concat=cpu(concat),
-        head_out=cpu(head_out),
         output=cpu(output),
+        W_O=cpu(w.W_O),
         dead_rows=cpu(dead),
         scale=scale,
         causal=causal,

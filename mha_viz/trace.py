@@ -147,7 +147,9 @@ class AttentionTrace:
     """Every intermediate of one multi-head attention forward pass, detached, on the CPU.
 
     See the module docstring for the shapes. ``dead_rows`` [query_pos] marks query rows whose
-    keys were all masked: their pattern row is all zeros instead of NaN.
+    keys were all masked: their pattern row is all zeros instead of NaN. ``W_O`` [n_heads, d_head,
+    d_model] is the output projection that was used; ``head_out`` is computed from it on first
+    access (it costs as much as the output projection itself, and most views never need it).
     """
 
     tokens: tuple[str, ...]
@@ -159,13 +161,19 @@ class AttentionTrace:
     pattern: torch.Tensor
     z: torch.Tensor
     concat: torch.Tensor
-    head_out: torch.Tensor
     output: torch.Tensor
+    W_O: torch.Tensor
     dead_rows: torch.Tensor
     scale: float
     causal: bool
 
     TENSOR_NAMES = ("x", "q", "k", "v", "scores", "pattern", "z", "concat", "head_out", "output")
+
+    @cached_property
+    def head_out(self) -> torch.Tensor:
+        """Each head's contribution after W^O: z[h] @ W_O[h]. Shapes: [n_heads, pos, d_model]."""
+        with torch.no_grad():
+            return torch.bmm(self.z, self.W_O.to(self.z.dtype))  # [h, pos, d_model]
 
     @property
     def n_heads(self) -> int:
