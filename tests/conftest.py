@@ -6,11 +6,15 @@ import os
 
 import pytest
 import torch
-
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from hypothesis import settings
 
 from mha_viz.own import init_weights
 from mha_viz.trace import AttentionWeights
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+settings.register_profile("ci", derandomize=True, print_blob=True)  # same examples on every CI run
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
