@@ -1,4 +1,9 @@
-"""Plotly figures from traces: the only module that imports plotly (no Streamlit here)."""
+"""Plotly figures from traces and analysis: the only module that imports plotly (no Streamlit here).
+
+Arrays go to Plotly as numpy float32 (serialised as compact typed arrays, never Python lists).
+Attention heatmaps put query tokens on y (top to bottom) and key tokens on x; labels must be
+distinct (see loading.distinct_labels) or a categorical axis would merge repeated words.
+"""
 
 from __future__ import annotations
 
@@ -9,42 +14,288 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-HOVER = "%{y} → %{x}: %{z:.3f}<extra>head %{meta}</extra>"
+WEIGHT_HOVER = "%{y} → %{x}: %{z:.3f}<extra>%{meta}</extra>"
+CELL_HOVER = "%{customdata[1]} → %{customdata[2]}: %{customdata[3]:.3f}<extra>%{customdata[0]}</extra>"
+SEQUENTIAL = "Viridis"
+DIVERGING = "RdBu_r"
+CLICK_OVERLAY_MAX_CELLS = 10_000  # per figure; above this, heads open from the selector only
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+
+
+def _grid(n: int, cols: int) -> tuple[int, int]:
+    cols = max(1, min(cols, n))
+    return math.ceil(n / cols), cols
+
+
+def _style_attention_axes(fig: go.Figure, n_tokens: int) -> None:
+    """Category axes; every label shown while they fit (Plotly thins them out beyond that)."""
+    size = 10 if n_tokens <= 20 else 8
+    every = {"dtick": 1} if n_tokens <= 40 else {}
+    fig.update_yaxes(autorange="reversed", tickfont={"size": size}, type="category", **every)
+    fig.update_xaxes(tickangle=-60, tickfont={"size": size}, type="category", **every)
 
 
 def heads_grid(
-    pattern: np.ndarray, tokens: Sequence[str], title: str = "", cols: int = 4, heads: Sequence[int] | None = None
+    pattern: np.ndarray,
+    tokens: Sequence[str],
+    titles: Sequence[str] | None = None,
+    cols: int = 4,
+    clickable: bool = True,
 ) -> go.Figure:
-    """One heatmap per head on a shared colour scale: query tokens on y (top to bottom), keys on x.
+    """One heatmap per head on a shared colour scale (0 to the largest weight shown).
 
-    Shapes: pattern [n_heads, query_pos, key_pos]; tokens [pos] distinct labels.
+    With ``clickable`` and few enough cells, an invisible scatter marker sits on every cell, so a
+    click reports (head, query, key) to Streamlit (heatmaps alone send no selection events); the
+    markers then also carry the hover text "query → key: weight".
+    Shapes: pattern [n_heads, query_pos, key_pos]; tokens [pos].
     """
-    h = int(pattern.shape[0])
-    names = list(range(h)) if heads is None else list(heads)
-    cols = max(1, min(cols, h))
-    rows = math.ceil(h / cols)
+    h, n = int(pattern.shape[0]), len(tokens)
+    titles = list(titles) if titles is not None else [f"head {i}" for i in range(h)]
+    rows, cols = _grid(h, cols)
     fig = make_subplots(
         rows=rows,
         cols=cols,
-        subplot_titles=[f"head {i}" for i in names],
-        horizontal_spacing=0.04,
-        vertical_spacing=0.08 if rows > 1 else 0.0,
+        subplot_titles=titles,
+        horizontal_spacing=0.06,
+        vertical_spacing=min(0.12, 0.5 / rows) if rows > 1 else 0.0,
     )
+    z = _f32(pattern)
     labels = list(tokens)
-    z = np.asarray(pattern, dtype=np.float32)  # typed arrays: compact, fast to serialise
+    overlay = clickable and h * n * n <= CLICK_OVERLAY_MAX_CELLS
+    qi, ki = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     for i in range(h):
+        r, c = i // cols + 1, i % cols + 1
         fig.add_trace(
-            go.Heatmap(z=z[i], x=labels, y=labels, coloraxis="coloraxis", hovertemplate=HOVER, meta=names[i]),
+            go.Heatmap(
+                z=z[i],
+                x=labels,
+                y=labels,
+                coloraxis="coloraxis",
+                hovertemplate=WEIGHT_HOVER,
+                meta=titles[i],
+                hoverinfo="skip" if overlay else None,
+                name=titles[i],
+            ),
+            row=r,
+            col=c,
+        )
+        if overlay:
+            custom = np.empty((n * n, 4), dtype=object)
+            custom[:, 0] = titles[i]
+            custom[:, 1] = np.asarray(labels, dtype=object)[qi.ravel()]
+            custom[:, 2] = np.asarray(labels, dtype=object)[ki.ravel()]
+            custom[:, 3] = z[i].ravel().astype(float)
+            fig.add_trace(
+                go.Scatter(
+                    x=[labels[k] for k in ki.ravel()],
+                    y=[labels[q] for q in qi.ravel()],
+                    mode="markers",
+                    marker={"size": 12, "opacity": 0},
+                    customdata=custom,
+                    hovertemplate=CELL_HOVER,
+                    showlegend=False,
+                    name=f"{titles[i]} cells",
+                    meta=i,
+                ),
+                row=r,
+                col=c,
+            )
+    _style_attention_axes(fig, n)
+    fig.update_layout(
+        coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
+        coloraxis_colorbar={"title": {"text": "weight"}},
+        height=max(340, (260 if n <= 24 else 330) * rows + 60),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        hovermode="closest",
+        clickmode="event+select",
+        dragmode="zoom",
+    )
+    return fig
+
+
+def matrix_heatmap(
+    z: np.ndarray,
+    x: Sequence[str] | None = None,
+    y: Sequence[str] | None = None,
+    title: str = "",
+    diverging: bool = False,
+    value_name: str = "value",
+    height: int | None = None,
+    attention: bool = False,
+) -> go.Figure:
+    """One heatmap of any matrix (a head's pattern, Q_i, a difference...), with its title.
+
+    ``diverging`` centres a red-blue scale on 0 (for signed values and differences); otherwise
+    Viridis. -inf (masked scores) shows as a gap. ``attention`` uses the "query → key" hover.
+    Shapes: z [rows, cols]; x [cols]; y [rows].
+    """
+    data = _f32(z).copy()
+    data[~np.isfinite(data)] = np.nan
+    rows, cols = data.shape
+    xl = list(x) if x is not None else list(range(cols))
+    yl = list(y) if y is not None else list(range(rows))
+    finite = data[np.isfinite(data)]
+    if diverging:
+        lim = float(np.abs(finite).max()) if finite.size else 1.0
+        scale = {"colorscale": DIVERGING, "zmid": 0.0, "zmin": -lim, "zmax": lim}
+    else:
+        scale = {"colorscale": SEQUENTIAL}
+    hover = WEIGHT_HOVER if attention else f"row %{{y}}, column %{{x}}: %{{z:.4f}}<extra>{value_name}</extra>"
+    fig = go.Figure(
+        go.Heatmap(z=data, x=xl, y=yl, hovertemplate=hover, meta=title, colorbar={"title": value_name}, **scale)
+    )
+    fig.update_yaxes(autorange="reversed")
+    if x is not None:
+        fig.update_xaxes(type="category", tickangle=-60)
+    if y is not None:
+        fig.update_yaxes(type="category")
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        height=height or int(min(720, max(300, 26 * rows + 140))),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
+    return fig
+
+
+def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int = 4) -> go.Figure:
+    """For one query token, a bar chart per head of the weight it puts on every key token.
+
+    Shapes: pattern [n_heads, query_pos, key_pos].
+    """
+    h = int(pattern.shape[0])
+    rows, cols = _grid(h, cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {i}" for i in range(h)], shared_yaxes=True)
+    labels = list(tokens)
+    for i in range(h):
+        w = _f32(pattern[i, query])
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=w,
+                marker={"color": w, "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
+                hovertemplate=f"{labels[query]} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
+                showlegend=False,
+            ),
             row=i // cols + 1,
             col=i % cols + 1,
         )
-    fig.update_yaxes(autorange="reversed", showticklabels=True, tickfont={"size": 9})
-    fig.update_xaxes(tickangle=-60, tickfont={"size": 9})
+    fig.update_xaxes(type="category", tickangle=-60, tickfont={"size": 9})
+    fig.update_yaxes(range=[0, 1])
     fig.update_layout(
-        title=title or None,
-        coloraxis={"colorscale": "Viridis", "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
-        coloraxis_colorbar={"title": {"text": "weight"}},
-        height=max(320, 300 * rows),
-        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        title={"text": f"Where “{labels[query]}” attends, head by head", "font": {"size": 14}},
+        height=max(300, 230 * rows + 80),
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+    )
+    return fig
+
+
+def head_bars(values: dict[str, np.ndarray], names: Sequence[str], title: str) -> go.Figure:
+    """Grouped bars of a few per-head figures (e.g. entropy and attention to self)."""
+    fig = make_subplots(rows=1, cols=len(values), subplot_titles=list(values))
+    for j, (label, v) in enumerate(values.items()):
+        fig.add_trace(
+            go.Bar(x=list(names), y=_f32(v), hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{label}</extra>"),
+            row=1,
+            col=j + 1,
+        )
+    fig.update_xaxes(type="category")
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=320)
+    return fig
+
+
+def lines(x: Sequence[float], series: dict[str, Sequence[float]], title: str, x_title: str) -> go.Figure:
+    """One small line chart per series, sharing the x axis (e.g. figures across head counts)."""
+    fig = make_subplots(rows=1, cols=len(series), subplot_titles=list(series))
+    xs = [str(v) for v in x]
+    for j, (label, ys) in enumerate(series.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=_f32(np.asarray(ys)),
+                mode="lines+markers",
+                hovertemplate=f"{x_title} %{{x}}: %{{y:.3f}}<extra>{label}</extra>",
+            ),
+            row=1,
+            col=j + 1,
+        )
+    fig.update_xaxes(type="category", title={"text": x_title})
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=330)
+    return fig
+
+
+def token_bars(tokens: Sequence[str], series: dict[str, np.ndarray], title: str) -> go.Figure:
+    """Per-token bars, one panel per series (e.g. relative output change and cosine)."""
+    fig = make_subplots(rows=len(series), cols=1, subplot_titles=list(series), shared_xaxes=True)
+    for j, (label, v) in enumerate(series.items()):
+        fig.add_trace(
+            go.Bar(x=list(tokens), y=_f32(v), hovertemplate=f"%{{x}}: %{{y:.4f}}<extra>{label}</extra>"),
+            row=j + 1,
+            col=1,
+        )
+    fig.update_xaxes(type="category", tickangle=-60)
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=200 * len(series) + 120)
+    return fig
+
+
+def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
+    """All layers × heads in one heatmap: one tile per head, rows = layers, columns = heads.
+
+    Tiles larger than ``tile`` tokens are block-averaged down to about ``tile`` cells (the Heads
+    view shows them at full resolution). One invisible marker per tile reports clicks as
+    customdata (layer, head). Shapes: patterns [n_layers, n_heads, n, n].
+    """
+    n_layers, n_heads, n, _ = patterns.shape
+    f = max(1, math.ceil(n / tile))
+    m = math.ceil(n / f)
+    pad = m * f - n
+    p = np.pad(_f32(patterns), ((0, 0), (0, 0), (0, pad), (0, pad)))
+    small = p.reshape(n_layers, n_heads, m, f, m, f).mean((3, 5))  # [L, H, m, m]
+    step = m + gap
+    canvas = np.full((n_layers * step - gap, n_heads * step - gap), np.nan, dtype=np.float32)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            canvas[layer * step : layer * step + m, head * step : head * step + m] = small[layer, head]
+    centres_x = [h * step + (m - 1) / 2 for h in range(n_heads)]
+    centres_y = [la * step + (m - 1) / 2 for la in range(n_layers)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=canvas,
+            colorscale=SEQUENTIAL,
+            zmin=0.0,
+            zmax=float(np.nanmax(canvas)) if np.isfinite(canvas).any() else 1.0,
+            hoverinfo="skip",
+            colorbar={"title": "weight"},
+        )
+    )
+    lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
+    fig.add_trace(
+        go.Scatter(
+            x=[centres_x[h] for h in hx.ravel()],
+            y=[centres_y[la] for la in lx.ravel()],
+            mode="markers",
+            marker={"size": max(8, min(40, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
+            customdata=np.stack([lx.ravel(), hx.ravel()], axis=1),
+            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>",
+            showlegend=False,
+        )
+    )
+    fig.update_xaxes(tickvals=centres_x, ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False)
+    fig.update_yaxes(
+        tickvals=centres_y,
+        ticktext=[f"L{la}" for la in range(n_layers)],
+        autorange="reversed",
+        showgrid=False,
+        zeroline=False,
+        scaleanchor="x",
+    )
+    note = f" (each tile averaged over {f}×{f} token blocks)" if f > 1 else ""
+    fig.update_layout(
+        title={"text": f"All {n_layers} layers × {n_heads} heads{note}", "font": {"size": 14}},
+        height=int(min(900, max(320, 900 * n_layers / max(n_heads, 1) + 120))),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        clickmode="event+select",
     )
     return fig

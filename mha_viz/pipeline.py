@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -9,7 +10,7 @@ import torch
 
 from mha_viz.adapters import check_layer, layer_weights, run_model, token_embeddings
 from mha_viz.attention import compute_trace
-from mha_viz.edits import ablate_heads, apply_wo, regroup_heads
+from mha_viz.edits import ablate_heads, apply_wo, regroup_heads, scale_heads
 from mha_viz.loading import LoadedModel, Tokens, tokenize
 from mha_viz.own import init_weights, random_embeddings
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
@@ -24,6 +25,7 @@ class Settings:
     heads: int | None = None  # re-split into this many heads (None: as the layer has them)
     wo: str = "learned"  # "learned" | "identity" | "random"
     ablate: tuple[int, ...] = ()  # heads (after re-split) whose W^O block is zeroed
+    head_scale: tuple[tuple[int, float], ...] = ()  # (head, factor) pairs multiplying W^O blocks
     causal: bool = False  # add a causal mask (decoders always have one)
     scaled: bool = True  # multiply scores by 1/sqrt(d_head)
     seed: int = 0  # for W^O = random
@@ -51,9 +53,11 @@ class OwnSpec:
 
 
 def edit_weights(weights: AttentionWeights, settings: Settings) -> AttentionWeights:
-    """Apply the what-if edits in order: re-split heads, then the W^O variant, then ablation."""
+    """Apply the what-if edits in order: re-split heads, the W^O variant, head scaling, ablation."""
     w = weights if settings.heads is None else regroup_heads(weights, settings.heads)
     w = apply_wo(w, settings.wo, settings.seed)
+    if settings.head_scale:
+        w = scale_heads(w, dict(settings.head_scale))
     return ablate_heads(w, settings.ablate) if settings.ablate else w
 
 
@@ -102,10 +106,57 @@ def own_trace(
     """
     tokens = tokenize(lm, text)
     base = spec.build()
-    weights = edit_weights(base, Settings(wo=settings.wo, ablate=settings.ablate, seed=settings.seed))
+    weights = edit_weights(base, dataclasses.replace(settings, heads=None))
     x = own_input(lm, tokens, spec, base.d_model)
     trace = compute_trace(
         weights, x, tokens.labels,
         causal=settings.causal, scaled=settings.scaled, device=settings.device, dtype=settings.dtype,
     )  # fmt: skip
     return tokens, weights, trace
+
+
+def headcount_sweep(
+    weights: AttentionWeights, x: torch.Tensor, counts: Sequence[int], settings: Settings = Settings()
+) -> dict[str, list[float]]:
+    """Re-split the same projections into each head count and summarise the result.
+
+    For each count: mean row entropy (nats), mean largest weight per row, and the relative change of
+    the layer output against the weights as given (|out' - out| / |out| over all tokens).
+    Shapes: x [pos, d_model].
+    """
+    from mha_viz.analysis import head_stats  # numbers only; imported here to keep start-up light
+
+    def run(w: AttentionWeights) -> AttentionTrace:
+        return compute_trace(
+            w, x, causal=settings.causal, scaled=settings.scaled, device=settings.device, dtype=settings.dtype
+        )
+
+    base = run(weights).output
+    rows: dict[str, list[float]] = {"heads": [], "mean_entropy": [], "mean_max_weight": [], "output_change": []}
+    for h in counts:
+        t = run(regroup_heads(weights, int(h)))
+        stats = head_stats(t.pattern.numpy())
+        rows["heads"].append(int(h))
+        rows["mean_entropy"].append(float(stats["entropy"].mean()))
+        rows["mean_max_weight"].append(float(stats["max_weight"].mean()))
+        rows["output_change"].append(float((t.output - base).norm() / base.norm().clamp_min(1e-12)))
+    return rows
+
+
+def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> float:
+    """Max |difference| between MHA with h = 1 and W^O = I, and plain single-head self-attention.
+
+    Plain: softmax(X W_Q (X W_K)^T / sqrt(d)) X W_V with the layer's own (concatenated) projections
+    and biases, computed directly in float64. Shapes: x [pos, d_model].
+    """
+    one = apply_wo(regroup_heads(weights, 1), "identity")
+    mha = compute_trace(one, x, device="cpu", dtype="float64").output  # [pos, d]
+    w = one.to("cpu", torch.float64)
+    xd = x.to(torch.float64)
+
+    def proj(wm: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return xd @ wm[0] + (0 if b is None else b[0])  # [pos, d]
+
+    q, k, v = proj(w.W_Q, w.b_Q), proj(w.W_K, w.b_K), proj(w.W_V, w.b_V)
+    plain = torch.softmax(q @ k.T * w.scale_factor, dim=-1) @ v  # [pos, d]
+    return float((mha - plain).abs().max())

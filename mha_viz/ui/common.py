@@ -1,0 +1,90 @@
+"""Helpers shared by the views: what to display, how to plot, how to export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from mha_viz.analysis import drop_special
+from mha_viz.trace import AttentionTrace
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A pattern stack ready to draw, after the "hide special tokens" choice."""
+
+    pattern: np.ndarray  # [h, m, m] float32
+    labels: tuple[str, ...]  # [m]
+    keep: np.ndarray  # [m] indices into the full token list
+    note: str
+
+
+def shown(pattern: np.ndarray, labels: Sequence[str], special: Sequence[bool], hide: bool) -> Shown:
+    pattern = np.asarray(pattern, dtype=np.float32)
+    if not hide or not any(special):
+        return Shown(pattern, tuple(labels), np.arange(len(labels)), "")
+    sub, keep = drop_special(pattern, np.asarray(special))
+    if keep.size == 0:
+        return Shown(pattern, tuple(labels), np.arange(len(labels)), "")
+    note = "Special tokens hidden: each row is renormalised to sum to 1 over the remaining tokens."
+    return Shown(sub, tuple(labels[i] for i in keep), keep, note)
+
+
+def trace_shown(trace: AttentionTrace, special: Sequence[bool], hide: bool) -> Shown:
+    return shown(trace.pattern.numpy(), trace.tokens, special, hide)
+
+
+def plot(fig: go.Figure, key: str, image_format: str, on_select: Callable | str = "ignore") -> object:
+    """st.plotly_chart with the toolbar's image download in the chosen format (png or svg)."""
+    config = {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": image_format, "filename": f"mha-viz-{key}", "scale": 2},
+    }
+    kwargs = {"on_select": on_select, "selection_mode": "points"} if on_select != "ignore" else {}
+    return st.plotly_chart(fig, key=key, config=config, width="stretch", **kwargs)
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def csv_bytes(header: Sequence[str], rows: Sequence[Sequence[object]]) -> bytes:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+def matrix_csv(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], corner: str) -> bytes:
+    rows = [[r, *(f"{v:.6g}" for v in matrix[i])] for i, r in enumerate(row_labels)]
+    return csv_bytes([corner, *col_labels], rows)
+
+
+def downloads(key: str, npz: dict[str, np.ndarray] | None = None, csv_data: bytes | None = None) -> None:
+    """Download buttons for a view's data (.npz arrays and/or a .csv table)."""
+    cols = st.columns(4)
+    if npz is not None:
+        cols[0].download_button(
+            "Download data (.npz)",
+            npz_bytes(npz),
+            file_name=f"mha-viz-{key}.npz",
+            mime="application/octet-stream",
+            key=f"dl-npz-{key}",
+        )
+    if csv_data is not None:
+        cols[1].download_button(
+            "Download table (.csv)", csv_data, file_name=f"mha-viz-{key}.csv", mime="text/csv", key=f"dl-csv-{key}"
+        )
+
+
+def head_names(n: int) -> list[str]:
+    return [f"head {i}" for i in range(n)]

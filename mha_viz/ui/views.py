@@ -1,0 +1,201 @@
+"""Views that look at a layer as the model computes it: Heads, Compare heads, Overview."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.analysis import head_distances, head_stats, similarity_order
+from mha_viz.figures import focus_bars, head_bars, heads_grid, matrix_heatmap, overview
+from mha_viz.pipeline import Settings
+from mha_viz.trace import AttentionTrace
+from mha_viz.ui.common import csv_bytes, downloads, head_names, plot, shown, trace_shown
+from mha_viz.ui.compute import Base, get_all_patterns, get_trace
+from mha_viz.ui.sidebar import Controls
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Everything a view needs: the controls, the chosen layer and its unedited base."""
+
+    c: Controls
+    layer: int
+    base: Base
+    settings: Settings
+
+    @property
+    def special(self) -> tuple[bool, ...]:
+        return self.base.tokens.special
+
+    def trace(self, layer: int | None = None, **edits) -> AttentionTrace:
+        """The layer's trace (this layer by default) with the sidebar's settings plus ``edits``."""
+        settings = dataclasses.replace(self.settings, **edits) if edits else self.settings
+        return get_trace(self.c.src, self.c.text, self.layer if layer is None else layer, settings)
+
+
+def _valid_choice(key: str, options: list, default) -> None:
+    """Reset a keyed widget's stored value when it is not among the current options."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default
+
+
+def _on_grid_click() -> None:
+    sel = st.session_state.get("heads_grid")
+    points = getattr(getattr(sel, "selection", None), "points", None) or []
+    for p in points:
+        custom = p.get("customdata") or []
+        if len(custom) >= 2 and str(custom[0]).startswith("head "):
+            st.session_state["head"] = int(str(custom[0]).split()[1])
+            st.session_state["focus"] = custom[1]
+            return
+
+
+def heads_view(ctx: Ctx) -> None:
+    t = ctx.trace()
+    sh = trace_shown(t, ctx.special, ctx.c.hide_special)
+    h, n = sh.pattern.shape[0], len(sh.labels)
+    st.caption(
+        f"{ctx.base.model_name}, layer {ctx.layer}: {h} heads, d_k = {t.q.shape[-1]}, {n} tokens. "
+        "Rows are query tokens, columns the key tokens they attend to; each row sums to 1. "
+        "Click a cell to open its head below (and make its query the focus token)."
+    )
+    if sh.note:
+        st.info(sh.note)
+    plot(heads_grid(sh.pattern, sh.labels), "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
+
+    left, right = st.columns(2)
+    _valid_choice("head", list(range(h)), 0)
+    head = int(
+        left.selectbox("Open head", list(range(h)), format_func=lambda i: f"head {i}", key="head", bind="query-params")
+    )
+    default_focus = "it" if "it" in sh.labels else sh.labels[min(1, n - 1)]
+    _valid_choice("focus", list(sh.labels), default_focus)
+    focus = right.selectbox("Focus token (query)", list(sh.labels), key="focus", bind="query-params")
+    q = list(sh.labels).index(focus)
+    left.plotly_chart(
+        matrix_heatmap(
+            sh.pattern[head],
+            sh.labels,
+            sh.labels,
+            f"Layer {ctx.layer}, head {head}: attention weights [{n} × {n}]",
+            value_name="weight",
+            attention=True,
+            height=560,
+        ),
+        key="head_large",
+        width="stretch",
+        config={"toImageButtonOptions": {"format": ctx.c.image_format, "filename": "mha-viz-head"}},
+    )
+    with right:
+        plot(focus_bars(sh.pattern, sh.labels, q, cols=3), "focus_bars", ctx.c.image_format)
+    rows = [[f"head {i}", *(f"{v:.6g}" for v in sh.pattern[i, q])] for i in range(h)]
+    downloads(
+        "heads",
+        npz={"tokens": np.asarray(sh.labels, dtype=str), "pattern": sh.pattern},
+        csv_data=csv_bytes([f"{focus} → key", *sh.labels], rows),
+    )
+
+
+def compare_view(ctx: Ctx) -> None:
+    layers = list(range(ctx.base.n_layers))
+    h = ctx.trace().n_heads
+    cols = st.columns(4)
+    picks = []
+    for j, side in enumerate("ab"):
+        _valid_choice(f"{side}_layer", layers, ctx.layer)
+        _valid_choice(f"{side}_head", list(range(h)), min(j, h - 1))
+        la = cols[2 * j].selectbox(f"Layer {side.upper()}", layers, key=f"{side}_layer", bind="query-params")
+        he = cols[2 * j + 1].selectbox(f"Head {side.upper()}", list(range(h)), key=f"{side}_head", bind="query-params")
+        picks.append((int(la), int(he)))
+    shows = [trace_shown(ctx.trace(la), ctx.special, ctx.c.hide_special) for la, _ in picks]
+    labels = shows[0].labels
+    (la_a, he_a), (la_b, he_b) = picks
+    pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
+    c1, c2, c3 = st.columns(3)
+    n = len(labels)
+    for col, (la, he), p, key in ((c1, picks[0], pa, "cmp_a"), (c2, picks[1], pb, "cmp_b")):
+        with col:
+            plot(
+                matrix_heatmap(
+                    p, labels, labels, f"Layer {la}, head {he} [{n} × {n}]", value_name="weight", attention=True
+                ),
+                key,
+                ctx.c.image_format,
+            )
+    with c3:
+        title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a})"
+        plot(
+            matrix_heatmap(pb - pa, labels, labels, title, diverging=True, value_name="Δ weight"),
+            "cmp_diff",
+            ctx.c.image_format,
+        )
+
+    sh = trace_shown(ctx.trace(), ctx.special, ctx.c.hide_special)
+    dist = head_distances(sh.pattern)
+    order = similarity_order(dist)
+    names = head_names(sh.pattern.shape[0])
+    ordered = [names[i] for i in order]
+    d1, d2 = st.columns(2)
+    with d1:
+        plot(
+            matrix_heatmap(
+                dist[np.ix_(order, order)],
+                ordered,
+                ordered,
+                f"Layer {ctx.layer}: Jensen–Shannon distance between heads (similar heads sit together)",
+                value_name="JS distance",
+            ),
+            "similarity",
+            ctx.c.image_format,
+        )
+    stats = head_stats(sh.pattern)
+    with d2:
+        fig = head_bars(
+            {"entropy (nats)": stats["entropy"], "attention to self": stats["self"]},
+            names,
+            f"Layer {ctx.layer}: broad (high entropy) vs focused heads; weight on the diagonal",
+        )
+        plot(fig, "head_stats", ctx.c.image_format)
+    st.caption(
+        "Entropy: mean over query rows of −Σ p log p (ln n = uniform). Attention to self: mean weight on the "
+        "diagonal. Distance: Jensen–Shannon distance (base 2) between the two heads' rows, averaged over rows."
+    )
+    rows = [
+        [names[i], f"{stats['entropy'][i]:.6g}", f"{stats['max_weight'][i]:.6g}", f"{stats['self'][i]:.6g}"]
+        for i in range(len(names))
+    ]
+    downloads(
+        "compare",
+        npz={"js_distance": dist.astype(np.float32), "order": np.asarray(order)},
+        csv_data=csv_bytes(["head", "entropy_nats", "mean_max_weight", "self"], rows),
+    )
+
+
+def _on_tile_click() -> None:
+    sel = st.session_state.get("overview_fig")
+    points = getattr(getattr(sel, "selection", None), "points", None) or []
+    for p in points:
+        custom = p.get("customdata")
+        if custom is not None and len(custom) == 2:
+            st.session_state["layer"] = int(custom[0])
+            st.session_state["head"] = int(custom[1])
+            st.session_state["view"] = "Heads"
+            return
+
+
+def overview_view(ctx: Ctx) -> None:
+    patterns = get_all_patterns(ctx.c.src, ctx.c.text, ctx.settings, ctx.base.n_layers)  # [L, H, n, n]
+    L, H, n, _ = patterns.shape
+    sh = shown(patterns.reshape(L * H, n, n), ctx.base.tokens.labels, ctx.special, ctx.c.hide_special)
+    m = len(sh.labels)
+    st.caption(
+        f"{ctx.base.model_name}: every layer (rows) × head (columns), {m} tokens each. Click a tile to "
+        "open that head in the Heads view."
+    )
+    if sh.note:
+        st.info(sh.note)
+    plot(overview(sh.pattern.reshape(L, H, m, m)), "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
+    downloads("overview", npz={"tokens": np.asarray(sh.labels, dtype=str), "pattern": sh.pattern.reshape(L, H, m, m)})
