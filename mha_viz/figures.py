@@ -107,7 +107,7 @@ def heads_grid(
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
         coloraxis_colorbar={"title": {"text": "weight"}},
-        height=max(340, (260 if n <= 24 else 330) * rows + 60),
+        height=max(340, (290 if n <= 24 else 340) * rows + 60),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         hovermode="closest",
         clickmode="event+select",

@@ -1,44 +1,182 @@
-"""The dashboard page with the real bundled model (Streamlit's AppTest, no browser)."""
+"""The dashboard with the real bundled model, through Streamlit's AppTest (no browser)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import SENTENCE
+from mha_viz.loading import tokenize
+from mha_viz.pipeline import Settings, pretrained_traces
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
-def heatmaps(at: AppTest) -> list[dict]:
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+def run_app(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    for k, v in params.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def heatmaps(spec: dict) -> list[dict]:
     return [t for t in spec["data"] if t["type"] == "heatmap"]
 
 
-def test_default_page_shows_twelve_heads(minilm) -> None:
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    assert not at.exception
-    maps = heatmaps(at)
+def array(value) -> np.ndarray:
+    """A Plotly typed array ({dtype, bdata, shape}) or a plain list, as numpy."""
+    if isinstance(value, dict) and "bdata" in value:
+        shape = [int(s) for s in str(value.get("shape", "")).split(",") if s.strip()] or [-1]
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).reshape(shape)
+    return np.asarray(value, dtype=float)
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_default_page_heads_view(minilm) -> None:
+    at = run_app()
+    assert_clean(at)
+    assert at.sidebar.text_input(key="text").value == SENTENCE
+    grid = specs(at)[0]
+    maps = heatmaps(grid)
     assert len(maps) == 12
-    labels = list(maps[0]["x"])
-    assert labels == list(maps[0]["y"]) and "animal" in labels and labels[0] == "[CLS]"
-    assert at.sidebar.text_input[0].value == SENTENCE
+    labels = list(tokenize(minilm, SENTENCE).labels)
+    assert list(maps[0]["x"]) == labels and list(maps[0]["y"]) == labels
+    assert "animal" in labels and len(set(labels)) == len(labels)
+    _, (trace,) = pretrained_traces(minilm, SENTENCE, [0], Settings(device="cpu"))
+    np.testing.assert_allclose(array(maps[5]["z"]), trace.pattern[5].numpy(), atol=1e-6)
+    assert at.selectbox(key="focus").value == "it"
 
 
-def test_layer_and_text_change_the_figure(minilm) -> None:
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    first = heatmaps(at)[0]["z"]
-    at.sidebar.selectbox[0].set_value(5).run()
-    assert not at.exception and heatmaps(at)[0]["z"] != first
-    at.sidebar.text_input[0].set_value("humpty dumpty sat on").run()
-    assert "dump" in heatmaps(at)[0]["x"]
+def test_controls_change_the_figures(minilm) -> None:
+    at = run_app()
+    first = array(heatmaps(specs(at)[0])[0]["z"])
+    at.selectbox(key="layer").set_value(4).run()
+    assert_clean(at)
+    assert not np.allclose(array(heatmaps(specs(at)[0])[0]["z"]), first)
+    at.sidebar.toggle(key="causal").set_value(True).run()
+    z = array(heatmaps(specs(at)[0])[3]["z"])
+    assert np.all(np.triu(z, 1) == 0)
+    at.sidebar.text_input(key="text").set_value("humpty dumpty sat on").run()
+    assert "dump" in heatmaps(specs(at)[0])[0]["x"]
 
 
-def test_empty_text_shows_an_error_and_keeps_running(minilm) -> None:
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    at.sidebar.text_input[0].set_value("   ").run()
+@pytest.mark.parametrize(
+    ("view", "n_charts"),
+    [("Compare heads", 5), ("Head count", 2), ("W^O", 2), ("Step by step", 11), ("Overview", 1)],
+)
+def test_every_view_renders(view: str, n_charts: int, minilm) -> None:
+    at = run_app(view=view)
+    assert_clean(at)
+    assert len(specs(at)) == n_charts
+
+
+def test_head_count_view(minilm) -> None:
+    at = run_app(view="Head count")
+    assert len(heatmaps(specs(at)[0])) == 12
+    assert 5 not in at.selectbox(key="hc").options and 64 in [int(o) for o in at.selectbox(key="hc").options]
+    at.selectbox(key="hc").set_value(4).run()
+    assert_clean(at)
+    maps = heatmaps(specs(at)[0])
+    assert len(maps) == 4
+    z = np.stack([array(m["z"]) for m in maps])
+    np.testing.assert_allclose(z.sum(-1), 1.0, atol=1e-5)
+    summary = specs(at)[1]
+    assert [str(x) for x in summary["data"][0]["x"]][:6] == ["1", "2", "3", "4", "6", "8"]
+    assert any("What-if" in w.value for w in at.warning)
+
+
+def test_wo_view_identity_check_and_ablation(minilm) -> None:
+    at = run_app(view="W^O")
+    metric = at.metric[0]
+    assert "single-head" in metric.label and float(metric.value) < 1e-6
+    rel = array(specs(at)[0]["data"][0]["y"])
+    assert rel.shape == (15,) and np.all(rel > 0)  # identity W^O differs from the learned one
+    at.radio(key="wo_mode").set_value("ablate").run()
+    at.multiselect(key="ablate").set_value([0, 1, 2]).run()
+    assert_clean(at)
+    norms = array(specs(at)[1]["data"][0]["z"])  # [heads, tokens]
+    assert np.all(norms[:3] == 0) and np.all(norms[3:] > 0)
+
+
+def by_title(at: AppTest) -> dict[str, dict]:
+    return {s["layout"]["title"]["text"]: s for s in specs(at)}
+
+
+def step(at: AppTest, prefix: str) -> tuple[str, np.ndarray]:
+    (title,) = [t for t in by_title(at) if t.startswith(prefix)]
+    return title, array(by_title(at)[title]["data"][0]["z"])
+
+
+def test_step_by_step_shapes_and_scaling(minilm) -> None:
+    at = run_app(view="Step by step")
+    assert "[15 × 384]" in step(at, "1. X")[0] and "[15 × 32]" in step(at, "2. Q_0")[0]
+    title, weights = step(at, "4. softmax")
+    assert "[15 × 15]" in title
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    scaled = step(at, "3. ×")[1]
+    at.sidebar.toggle(key="scaled").set_value(False).run()
+    title, unscaled = step(at, "3. ×")
+    assert "scaling off" in title
+    np.testing.assert_allclose(unscaled * 32**-0.5, scaled, rtol=1e-4, atol=1e-4)
+    assert step(at, "4. softmax")[1].max(-1).mean() > weights.max(-1).mean()  # saturation
+
+
+def test_url_restores_a_view(minilm) -> None:
+    at = run_app(view="Head count", hc="6", layer="3", hide_special="true")
+    assert_clean(at)
+    assert at.selectbox(key="layer").value == 3 and at.selectbox(key="hc").value == 6
+    maps = heatmaps(specs(at)[0])
+    assert len(maps) == 6 and "[CLS]" not in maps[0]["x"]
+
+
+def test_overview_shows_every_layer_and_head(minilm) -> None:
+    at = run_app(view="Overview")
+    spec = specs(at)[0]
+    z = array(heatmaps(spec)[0]["z"])
+    assert z.shape == (6 * 17 - 2, 12 * 17 - 2)  # 15-token tiles with 2-cell gaps
+    tiles = array(spec["data"][1]["customdata"])  # (layer, head) per clickable tile
+    assert tiles.shape == (72, 2) and tiles[-1].tolist() == [5, 11]
+
+
+def test_bad_model_id_shows_error_and_app_keeps_running(minilm) -> None:
+    at = run_app(src="Hugging Face", model_id="no-such-org/no-such-model")
+    assert not at.exception
+    assert at.error and "could not load model" in at.error[0].value
+    at.sidebar.radio(key="src").set_value("bundled").run()
+    assert_clean(at)
+    assert len(heatmaps(specs(at)[0])) == 12
+
+
+def test_empty_text_is_a_clear_error(minilm) -> None:
+    at = run_app()
+    at.sidebar.text_input(key="text").set_value("   ").run()
     assert not at.exception and "empty" in at.error[0].value
-    at.sidebar.text_input[0].set_value(SENTENCE).run()
-    assert not at.exception and len(heatmaps(at)) == 12
+    at.sidebar.text_input(key="text").set_value(SENTENCE).run()
+    assert_clean(at)
+
+
+def test_own_weights_and_seed_example(minilm) -> None:
+    at = run_app(src="Own weights", own_heads="4", d_model="64")
+    assert_clean(at)
+    assert len(heatmaps(specs(at)[0])) == 4
+    at.sidebar.button[0].click().run()  # "Seed 000 worked example"
+    assert_clean(at)
+    assert at.sidebar.number_input(key="d_model").value == 512
+    assert at.sidebar.text_input(key="text").value == "humpty dumpty sat on"
+    # [CLS] hum ##pt ##y dump ##ty sat on [SEP]: 9 tokens; d_k = 512 / 8
+    assert "[9 × 512]" in step(at, "1. X")[0] and "[9 × 64]" in step(at, "2. Q_0")[0]
+    at.sidebar.number_input(key="own_heads").set_value(7).run()
+    assert not at.exception and "not divisible" in at.error[0].value

@@ -20,7 +20,7 @@ EXAMPLES = (
     "The cat sat on the mat and the cat slept",
     "She gave him the book because he had asked for it",
 )
-SOURCES = {"bundled": f"{DEFAULT_MODEL} (bundled, offline)", "hub": "Hugging Face id or folder", "own": "Own weights"}
+SOURCES = {"bundled": f"{DEFAULT_MODEL} (bundled)", "hub": "Hugging Face", "own": "Own weights"}  # labels go in URLs
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 VIEWS = ("Heads", "Compare heads", "Head count", "W^O", "Step by step", "Overview")
 

@@ -75,22 +75,16 @@ def heads_view(ctx: Ctx) -> None:
     _valid_choice("focus", list(sh.labels), default_focus)
     focus = right.selectbox("Focus token (query)", list(sh.labels), key="focus", bind="query-params")
     q = list(sh.labels).index(focus)
-    left.plotly_chart(
-        matrix_heatmap(
-            sh.pattern[head],
-            sh.labels,
-            sh.labels,
-            f"Layer {ctx.layer}, head {head}: attention weights [{n} × {n}]",
-            value_name="weight",
-            attention=True,
-            height=560,
-        ),
-        key="head_large",
-        width="stretch",
-        config={"toImageButtonOptions": {"format": ctx.c.image_format, "filename": "mha-viz-head"}},
-    )
+    with left:
+        title = f"Layer {ctx.layer}, head {head}: attention weights [{n} × {n}]"
+        fig = matrix_heatmap(sh.pattern[head], sh.labels, sh.labels, title, value_name="weight", attention=True)
+        plot(fig, "head_large", ctx.c.image_format)
     with right:
-        plot(focus_bars(sh.pattern, sh.labels, q, cols=3), "focus_bars", ctx.c.image_format)
+        strip = sh.pattern[:, q, :]  # [h, keys]: the focus token's row in every head
+        title = f"“{focus}” as the query: its weights in every head [{h} × {n}]"
+        fig = matrix_heatmap(strip, sh.labels, head_names(h), title, value_name="weight")
+        plot(fig, "focus_strip", ctx.c.image_format)
+    plot(focus_bars(sh.pattern, sh.labels, q, cols=4), "focus_bars", ctx.c.image_format)
     rows = [[f"head {i}", *(f"{v:.6g}" for v in sh.pattern[i, q])] for i in range(h)]
     downloads(
         "heads",

@@ -13,12 +13,11 @@ from mha_viz.ui.compute import MAX_SWEEP_HEADS, get_identity_check, get_sweep, s
 from mha_viz.ui.views import Ctx, _valid_choice
 
 WO_MODES = {
-    "learned": "learned (as trained)",
     "identity": "identity (plain concat)",
     "random": "random orthogonal",
     "ablate": "ablate heads",
     "scale": "scale a head",
-}
+}  # each compared with the learned W^O
 
 
 def headcount_view(ctx: Ctx) -> None:
@@ -74,14 +73,14 @@ def headcount_view(ctx: Ctx) -> None:
 
 
 def _wo_edits(h: int) -> dict:
+    """The W^O variant the user picked, as Settings fields (compared with the learned W^O)."""
     mode = st.radio(
         "W^O", list(WO_MODES), format_func=WO_MODES.get, key="wo_mode", bind="query-params", horizontal=True
     )
-    if mode in ("identity", "random"):
-        edits = {"wo": mode}
-        if mode == "random":
-            edits["seed"] = int(st.number_input("Seed", 0, 2**31 - 1, 0, key="wo_seed", bind="query-params"))
-        return edits
+    if mode == "identity":
+        return {"wo": "identity"}
+    if mode == "random":
+        return {"wo": "random", "seed": int(st.number_input("Seed", 0, 2**31 - 1, 0, key="wo_seed"))}
     if mode == "ablate":
         chosen = st.multiselect(
             "Heads to ablate (their W^O block is zeroed)",
@@ -91,13 +90,11 @@ def _wo_edits(h: int) -> dict:
             format_func=lambda i: f"head {i}",
         )
         return {"ablate": tuple(int(i) for i in chosen)}
-    if mode == "scale":
-        c1, c2 = st.columns(2)
-        _valid_choice("scale_head", list(range(h)), 0)
-        head = c1.selectbox("Head", list(range(h)), key="scale_head", format_func=lambda i: f"head {i}")
-        factor = c2.slider("Factor", 0.0, 3.0, 2.0, 0.1, key="scale_factor")
-        return {"head_scale": ((int(head), float(factor)),)}
-    return {}
+    c1, c2 = st.columns(2)
+    _valid_choice("scale_head", list(range(h)), 0)
+    head = c1.selectbox("Head", list(range(h)), key="scale_head", format_func=lambda i: f"head {i}")
+    factor = c2.slider("Factor", 0.0, 3.0, 2.0, 0.1, key="scale_factor")
+    return {"head_scale": ((int(head), float(factor)),)}
 
 
 def wo_view(ctx: Ctx) -> None:
@@ -105,10 +102,10 @@ def wo_view(ctx: Ctx) -> None:
     h = base.n_heads
     st.markdown(
         "W^O (d_model × d_model) fuses the concatenated heads: plain concatenation would treat every head alike; "
-        "the learned W^O decides how much of each head goes where. Change it and see what moves."
+        "the learned W^O decides how much of each head goes where. Swap it and compare with the learned one."
     )
     edits = _wo_edits(h)
-    t = ctx.trace(**edits) if edits else base
+    t = ctx.trace(**edits)
     labels = t.tokens
     change = output_change(base.output.numpy(), t.output.numpy())
     fig = token_bars(
