@@ -35,7 +35,7 @@ def _style_attention_axes(fig: go.Figure, n_tokens: int) -> None:
     size = 10 if n_tokens <= 20 else 8
     every = {"dtick": 1} if n_tokens <= 40 else {}
     fig.update_yaxes(autorange="reversed", tickfont={"size": size}, type="category", **every)
-    fig.update_xaxes(tickangle=-60, tickfont={"size": size}, type="category", **every)
+    fig.update_xaxes(tickangle=-90, tickfont={"size": size}, type="category", **every)
 
 
 def heads_grid(
