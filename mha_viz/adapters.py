@@ -14,12 +14,24 @@ from mha_viz.loading import LoadedModel
 from mha_viz.trace import AttentionWeights, MhaVizError
 
 
-def _layers(lm: LoadedModel) -> list[torch.nn.Module]:
+def base_model(lm: LoadedModel) -> torch.nn.Module:
+    """The transformer inside a causal-LM wrapper (GPT2LMHeadModel.transformer, LlamaForCausalLM.model)."""
     m = lm.model
+    if lm.family == "gpt2":
+        return getattr(m, "transformer", m)
+    if lm.family == "llama":
+        return m.model if hasattr(m, "lm_head") else m
+    return m
+
+
+def _layers(lm: LoadedModel) -> list[torch.nn.Module]:
+    m = base_model(lm)
     if lm.family == "bert":
         return list(m.encoder.layer)
     if lm.family == "distilbert":
         return list(m.transformer.layer)
+    if lm.family == "llama":
+        return list(m.layers)
     return list(m.h)  # gpt2
 
 
@@ -30,6 +42,8 @@ def _modules(lm: LoadedModel, layer: int) -> tuple[torch.nn.Module, torch.nn.Mod
         return block.attention.self, block.attention.output.dense
     if lm.family == "distilbert":
         return block.attention, block.attention.out_lin
+    if lm.family == "llama":
+        return block.self_attn, block.self_attn.o_proj
     return block.attn, block.attn.c_proj
 
 
@@ -54,6 +68,8 @@ def layer_weights(lm: LoadedModel, layer: int) -> AttentionWeights:
     check_layer(lm, layer)
     h, d = lm.n_heads, lm.d_model
     block = _layers(lm)[layer]
+    if lm.family == "llama":
+        return _llama_weights(block.self_attn, h, lm.n_kv_heads or h, lm.rope_theta)
     if lm.family == "gpt2":
         attn = block.attn
         w = attn.c_attn.weight.detach().float().cpu()  # [d, 3d] in x out
@@ -80,6 +96,26 @@ def layer_weights(lm: LoadedModel, layer: int) -> AttentionWeights:
         b_Q=bq.reshape(h, dh).clone(), b_K=bk.reshape(h, dh).clone(), b_V=bv.reshape(h, dh).clone(),
         b_O=b_o.clone(),
         scale=None if scale is None or abs(scale - dh**-0.5) < 1e-12 else scale,
+    )  # fmt: skip
+
+
+def _llama_weights(attn: torch.nn.Module, h: int, kv: int, rope_theta: float | None) -> AttentionWeights:
+    """LLaMA-style q/k/v/o_proj (nn.Linear, [out, in]; biases optional) with grouped K/V heads."""
+
+    def part(lin: torch.nn.Module, heads: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        w = lin.weight.detach().float().cpu().T  # [d_model, heads*dh]
+        b = None if lin.bias is None else lin.bias.detach().float().cpu().reshape(heads, -1).clone()
+        return _heads_in(w, heads), b
+
+    (wq, bq), (wk, bk), (wv, bv) = part(attn.q_proj, h), part(attn.k_proj, kv), part(attn.v_proj, kv)
+    o = attn.o_proj
+    dh = wq.shape[2]
+    w_o = o.weight.detach().float().cpu().T.reshape(h, dh, -1).clone()  # [h, dh, d_model]
+    b_o = None if o.bias is None else o.bias.detach().float().cpu().clone()
+    scale = float(attn.scaling)
+    return AttentionWeights(
+        W_Q=wq, W_K=wk, W_V=wv, W_O=w_o, b_Q=bq, b_K=bk, b_V=bv, b_O=b_o,
+        scale=None if abs(scale - dh**-0.5) < 1e-12 else scale, rope_theta=rope_theta,
     )  # fmt: skip
 
 
@@ -149,14 +185,16 @@ def token_embeddings(lm: LoadedModel, ids: tuple[int, ...], positions: bool = Fa
 
     Shapes: returns [len(ids), d_model] float32 on the CPU.
     """
-    m = lm.model
+    m = base_model(lm)
     if lm.family == "gpt2":
         words, pos = m.wte, m.wpe
+    elif lm.family == "llama":
+        words, pos = m.embed_tokens, None  # positions enter through rotary embeddings, not X
     else:
         words, pos = m.embeddings.word_embeddings, m.embeddings.position_embeddings
     index = torch.tensor(ids, dtype=torch.long, device=words.weight.device)  # [n]
     with torch.no_grad():
         x = words(index)  # [n, d_model]
-        if positions:
+        if positions and pos is not None:
             x = x + pos(torch.arange(len(ids), device=index.device))
     return x.detach().float().cpu().clone()

@@ -115,7 +115,7 @@ def compute_trace(
     dev = _device(device)
     dt = resolve_dtype(dtype)
     w = weights.to(dev, dt)
-    h, dh = w.n_heads, w.d_head
+    h, kv, dh = w.n_heads, w.n_kv_heads, w.d_head
     scale = w.scale_factor if scaled else 1.0
     allowed = build_mask(n, n, causal, key_mask, attn_mask)
 
@@ -123,10 +123,16 @@ def compute_trace(
         x = x.to(device=dev, dtype=dt)  # [pos, d_model]
         # 1. Q, K, V for all heads with one matmul, then split into heads.
         w_qkv, b_qkv = w.packed_qkv  # [d_model, 3*h*dh], [3*h*dh]
-        qkv = x @ w_qkv if b_qkv is None else torch.addmm(b_qkv, x, w_qkv)  # [pos, 3*h*dh]
-        q, k, v = (t.view(n, h, dh).transpose(0, 1) for t in qkv.split(h * dh, dim=1))  # [h, pos, dh]
+        qkv = x @ w_qkv if b_qkv is None else torch.addmm(b_qkv, x, w_qkv)  # [pos, (h+2kv)*dh]
+        q, k, v = qkv.split([h * dh, kv * dh, kv * dh], dim=1)
+        q = q.view(n, h, dh).transpose(0, 1)  # [h, pos, dh]
+        k = k.view(n, kv, dh).transpose(0, 1)  # [kv, pos, dh]
+        v = v.view(n, kv, dh).transpose(0, 1)  # [kv, pos, dh]
+        if w.rope_theta is not None:  # rotary position embeddings on Q and K
+            q, k = rotary(q, w.rope_theta), rotary(k, w.rope_theta)
+        k_h, v_h = (k, v) if kv == h else (t.repeat_interleave(h // kv, dim=0) for t in (k, v))  # [h, pos, dh]
         # 2. Scores = Q K^T * scale.
-        scores = torch.bmm(q, k.transpose(1, 2))  # [h, q_pos, k_pos]
+        scores = torch.bmm(q, k_h.transpose(1, 2))  # [h, q_pos, k_pos]
         if scale != 1.0:
             scores.mul_(scale)
         # 3. Mask: disallowed pairs get -inf before the softmax.
@@ -140,7 +146,7 @@ def compute_trace(
         if allowed is not None and bool(dead.any()):
             pattern.masked_fill_(dead.view(1, n, 1), 0.0)  # all-masked rows: zeros, not NaN
         # 5. Weighted sum of values, per head.
-        z = torch.bmm(pattern, v)  # [h, pos, dh]
+        z = torch.bmm(pattern, v_h)  # [h, pos, dh]
         # 6. Concat heads; 7. mix them with W^O: output = concat @ W_O + b_O.
         concat = z.transpose(0, 1).reshape(n, h * dh)  # [pos, h*dh]
         w_o = w.W_O.view(h * dh, w.d_model)  # [h*dh, d_model]
@@ -168,6 +174,21 @@ def compute_trace(
     )
 
 
+def rotary(t: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary position embeddings as LLaMA applies them (rotate-half form), positions 0..pos-1.
+
+    Shapes: t [heads, pos, d_head] -> same.
+    """
+    dh, n = t.shape[-1], t.shape[-2]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dh, 2, dtype=torch.int64).float() / dh))  # [dh/2]
+    freqs = torch.arange(n, dtype=torch.float32)[:, None] * inv_freq[None, :]  # [pos, dh/2]
+    emb = torch.cat([freqs, freqs], dim=-1).to(t.device)  # [pos, dh]
+    cos, sin = emb.cos().to(t.dtype), emb.sin().to(t.dtype)
+    half = dh // 2
+    rotated = torch.cat([-t[..., half:], t[..., :half]], dim=-1)  # [heads, pos, dh]
+    return t * cos + rotated * sin
+
+
 def loop_attention(
     weights: AttentionWeights,
     x: torch.Tensor,
@@ -182,15 +203,18 @@ def loop_attention(
     scale = weights.scale_factor if scaled else 1.0
     patterns, heads = [], []
     for i in range(weights.n_heads):
+        g = i // weights.group  # the key/value head this query head uses
         q_i = x @ weights.W_Q[i]  # [pos, dh]
-        k_i = x @ weights.W_K[i]  # [pos, dh]
-        v_i = x @ weights.W_V[i]  # [pos, dh]
+        k_i = x @ weights.W_K[g]  # [pos, dh]
+        v_i = x @ weights.W_V[g]  # [pos, dh]
         if weights.b_Q is not None:
             q_i = q_i + weights.b_Q[i]
         if weights.b_K is not None:
-            k_i = k_i + weights.b_K[i]
+            k_i = k_i + weights.b_K[g]
         if weights.b_V is not None:
-            v_i = v_i + weights.b_V[i]
+            v_i = v_i + weights.b_V[g]
+        if weights.rope_theta is not None:
+            q_i, k_i = rotary(q_i[None], weights.rope_theta)[0], rotary(k_i[None], weights.rope_theta)[0]
         s_i = (q_i @ k_i.T) * scale  # [pos, pos]
         if allowed is not None:
             s_i = s_i.masked_fill(~allowed, float("-inf"))

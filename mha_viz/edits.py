@@ -30,6 +30,11 @@ def regroup_heads(weights: AttentionWeights, n_heads: int) -> AttentionWeights:
     """
     h, d, dh = weights.n_heads, weights.d_model, weights.d_head
     inner = h * dh
+    if weights.n_kv_heads != h:
+        raise MhaVizError(
+            f"this layer shares {weights.n_kv_heads} key/value heads among {h} query heads (grouped-query "
+            "attention); re-splitting such a layer into another head count is not supported"
+        )
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1 or inner % n_heads:
         width = f"d_model {inner}" if inner == d else f"the attention width {inner}"
         raise MhaVizError(

@@ -1,6 +1,6 @@
 """Pretrained models: the only module that imports transformers.
 
-Loads a BERT-family or GPT-2-family model (always eager attention, never remote code, weights
+Loads a BERT-family, GPT-2-family or LLaMA-family model (always eager attention, never remote code, weights
 from safetensors only), tokenises text into readable labels, runs the model once capturing
 what each attention layer saw and produced, and exposes each layer's weights in our layout.
 """
@@ -23,10 +23,18 @@ from mha_viz.trace import MhaVizError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {"", "default", "minilm", DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
-FAMILIES = {"bert": "bert", "distilbert": "distilbert", "roberta": "bert", "xlm-roberta": "bert", "gpt2": "gpt2"}
+FAMILIES = {
+    "bert": "bert",
+    "distilbert": "distilbert",
+    "roberta": "bert",
+    "xlm-roberta": "bert",
+    "gpt2": "gpt2",
+    "llama": "llama",
+}
+CAUSAL_FAMILIES = ("gpt2", "llama")
 SUPPORTED_TEXT = (
-    "supported: the BERT family (bert, distilbert, roberta, MiniLM) and the GPT-2 family "
-    "(gpt2, distilgpt2), as a Hugging Face id or a local folder"
+    "supported: the BERT family (bert, distilbert, roberta, MiniLM), the GPT-2 family "
+    "(gpt2, distilgpt2) and LLaMA-architecture decoders (e.g. SmolLM2), as a Hugging Face id or a local folder"
 )
 _MODEL_FILES = {
     "config.json",
@@ -84,7 +92,7 @@ class LoadedModel:
     """A pretrained model ready to trace. Shared read-only by every user: never mutate it."""
 
     name: str
-    family: str  # "bert" | "distilbert" | "gpt2"
+    family: str  # "bert" | "distilbert" | "gpt2" | "llama"
     model: torch.nn.Module
     tokenizer: object
     n_layers: int
@@ -92,6 +100,8 @@ class LoadedModel:
     d_model: int
     max_tokens: int
     causal: bool
+    n_kv_heads: int = 0  # 0: as many as n_heads (no grouped-query attention)
+    rope_theta: float | None = None  # rotary position embeddings (LLaMA family)
 
     @property
     def device(self) -> torch.device:
@@ -136,9 +146,11 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
     family = FAMILIES.get(config.model_type)
     if family is None:
         raise MhaVizError(f"model {shown!r} is a {config.model_type!r} model, which is not supported; {SUPPORTED_TEXT}")
+    rope_theta = _rope_theta(config) if family == "llama" else None
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(src, trust_remote_code=False, **offline)
-        model = transformers.AutoModel.from_pretrained(
+        auto = transformers.AutoModelForCausalLM if family in CAUSAL_FAMILIES else transformers.AutoModel
+        model = auto.from_pretrained(
             src,
             attn_implementation="eager",
             use_safetensors=True,
@@ -164,8 +176,20 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
         n_heads=int(config.num_attention_heads),
         d_model=int(config.hidden_size),
         max_tokens=max_pos,
-        causal=family == "gpt2",
+        causal=family in CAUSAL_FAMILIES,
+        n_kv_heads=int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads),
+        rope_theta=rope_theta,
     )
+
+
+def _rope_theta(config: object) -> float:
+    """The rotary base of a LLaMA-family config; only plain (unscaled) rotary embeddings are supported."""
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    kind = params.get("rope_type", "default") if isinstance(params, dict) else "default"
+    if kind != "default":
+        raise MhaVizError(f"rotary embeddings of type {kind!r} are not supported (only plain RoPE)")
+    theta = params.get("rope_theta") if isinstance(params, dict) else None
+    return float(theta or getattr(config, "rope_theta", None) or 10000.0)
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:

@@ -4,7 +4,8 @@ Shape glossary (head axis first, no batch axis: one sentence at a time)::
 
     tokens    tuple[str, ...]                  display labels, distinct even for repeated words
     x         [pos, d_model]                   layer input
-    q, k, v   [n_heads, pos, d_head]
+    q         [n_heads, pos, d_head]           (after rotary embeddings, when the layer has them)
+    k, v      [n_kv_heads, pos, d_head]        n_kv_heads = n_heads unless grouped-query attention
     scores    [n_heads, query_pos, key_pos]    scaled and masked, before softmax (masked = -inf)
     pattern   [n_heads, query_pos, key_pos]    softmax(scores) row by row; rows sum to 1
     z         [n_heads, pos, d_head]           pattern @ v
@@ -41,9 +42,12 @@ def _check(cond: bool, message: str) -> None:
 class AttentionWeights:
     """Per-head projections of one multi-head attention layer (TransformerLens layout).
 
-    Shapes: W_Q, W_K, W_V [n_heads, d_model, d_head]; W_O [n_heads, d_head, d_model];
-    b_Q, b_K, b_V [n_heads, d_head] or None; b_O [d_model] or None.
-    ``scale`` is the factor applied to Q K^T (None means 1/sqrt(d_head)).
+    Shapes: W_Q [n_heads, d_model, d_head]; W_K, W_V [n_kv_heads, d_model, d_head];
+    W_O [n_heads, d_head, d_model]; b_Q [n_heads, d_head], b_K, b_V [n_kv_heads, d_head] or None;
+    b_O [d_model] or None. n_kv_heads divides n_heads: with fewer K/V heads than query heads
+    (grouped-query attention), query head i uses K/V head i // (n_heads // n_kv_heads).
+    ``scale`` is the factor applied to Q K^T (None means 1/sqrt(d_head)); ``rope_theta``, when
+    set, applies rotary position embeddings (LLaMA's rotate-half form) to Q and K.
     """
 
     W_Q: torch.Tensor
@@ -55,22 +59,26 @@ class AttentionWeights:
     b_V: torch.Tensor | None = None
     b_O: torch.Tensor | None = None
     scale: float | None = None
+    rope_theta: float | None = None
 
     def __post_init__(self) -> None:
         h, d, dh = self.W_Q.shape if self.W_Q.ndim == 3 else (0, 0, 0)
         _check(self.W_Q.ndim == 3, f"W_Q must be [n_heads, d_model, d_head], got {tuple(self.W_Q.shape)}")
+        kv = int(self.W_K.shape[0]) if self.W_K.ndim == 3 else 0
         for name in ("W_K", "W_V"):
             shape = tuple(getattr(self, name).shape)
-            _check(shape == (h, d, dh), f"{name} has shape {shape}, expected {(h, d, dh)} like W_Q")
+            _check(shape == (kv, d, dh), f"{name} has shape {shape}, expected {(kv, d, dh)} like W_Q")
+        _check(kv >= 1 and h % kv == 0, f"{kv} key/value heads must divide {h} query heads")
+        _check(self.rope_theta is None or dh % 2 == 0, "rotary embeddings need an even d_head")
         _check(
             tuple(self.W_O.shape) == (h, dh, d),
             f"W_O has shape {tuple(self.W_O.shape)}, expected {(h, dh, d)} (n_heads, d_head, d_model)",
         )
-        for name in ("b_Q", "b_K", "b_V"):
+        for name, rows in (("b_Q", h), ("b_K", kv), ("b_V", kv)):
             b = getattr(self, name)
             _check(
-                b is None or tuple(b.shape) == (h, dh),
-                f"{name} has shape {tuple(b.shape) if b is not None else None}, expected {(h, dh)}",
+                b is None or tuple(b.shape) == (rows, dh),
+                f"{name} has shape {tuple(b.shape) if b is not None else None}, expected {(rows, dh)}",
             )
         _check(
             self.b_O is None or tuple(self.b_O.shape) == (d,),
@@ -85,6 +93,15 @@ class AttentionWeights:
     @property
     def n_heads(self) -> int:
         return int(self.W_Q.shape[0])
+
+    @property
+    def n_kv_heads(self) -> int:
+        return int(self.W_K.shape[0])
+
+    @property
+    def group(self) -> int:
+        """How many query heads share one key/value head (1 without grouped-query attention)."""
+        return self.n_heads // self.n_kv_heads
 
     @property
     def d_model(self) -> int:
@@ -129,17 +146,18 @@ class AttentionWeights:
     def packed_qkv(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Q|K|V projections as one matrix, so the trace needs a single matmul.
 
-        Shapes: weight [d_model, 3 * n_heads * d_head]; bias [3 * n_heads * d_head] or None.
+        Shapes: weight [d_model, (n_heads + 2 * n_kv_heads) * d_head]; bias [same columns] or None.
         """
-        h, d, dh = self.W_Q.shape
-        flat = [w.permute(1, 0, 2).reshape(d, h * dh) for w in (self.W_Q, self.W_K, self.W_V)]
-        weight = torch.cat(flat, dim=1).contiguous()  # [d_model, 3*h*dh]
+        d = self.d_model
+        mats = (self.W_Q, self.W_K, self.W_V)
+        weight = torch.cat([w.permute(1, 0, 2).reshape(d, -1) for w in mats], dim=1).contiguous()  # [d, cols]
         if self.b_Q is None and self.b_K is None and self.b_V is None:
             return weight, None
-        zeros = torch.zeros(h, dh, dtype=self.dtype, device=self.device)
-        biases = [b if b is not None else zeros for b in (self.b_Q, self.b_K, self.b_V)]
-        bias = torch.cat([b.reshape(h * dh) for b in biases])  # [3*h*dh]
-        return weight, bias
+        biases = [
+            torch.zeros(w.shape[0] * w.shape[2], dtype=self.dtype, device=self.device) if b is None else b.reshape(-1)
+            for w, b in zip(mats, (self.b_Q, self.b_K, self.b_V), strict=True)
+        ]
+        return weight, torch.cat(biases)  # [cols]
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,6 +186,11 @@ class AttentionTrace:
     causal: bool
 
     TENSOR_NAMES = ("x", "q", "k", "v", "scores", "pattern", "z", "concat", "head_out", "output")
+
+    @property
+    def group(self) -> int:
+        """Query heads per key/value head (k and v are [n_kv_heads, pos, d_head])."""
+        return self.n_heads // int(self.k.shape[0])
 
     @cached_property
     def head_out(self) -> torch.Tensor:

@@ -144,3 +144,44 @@ def test_bad_shapes_and_options_are_clear_errors(tiny: AttentionWeights) -> None
         with pytest.raises(MhaVizError, match="not available"):
             resolve_device("cuda")
     assert resolve_device("auto").type in ("cuda", "mps", "cpu")
+
+
+def test_grouped_query_and_rotary_match_the_loop() -> None:
+    g = torch.Generator().manual_seed(7)
+    h, kv, d, dh = 6, 2, 12, 4
+    w = AttentionWeights(
+        W_Q=torch.randn(h, d, dh, generator=g, dtype=torch.float64),
+        W_K=torch.randn(kv, d, dh, generator=g, dtype=torch.float64),
+        W_V=torch.randn(kv, d, dh, generator=g, dtype=torch.float64),
+        W_O=torch.randn(h, dh, d, generator=g, dtype=torch.float64),
+        b_K=torch.randn(kv, dh, generator=g, dtype=torch.float64),
+        rope_theta=100.0,
+    )
+    x = torch.randn(7, d, generator=g, dtype=torch.float64)
+    allowed = torch.ones(7, 7, dtype=torch.bool).tril()
+    pattern, output = loop_attention(w, x, allowed)
+    t = compute_trace(w, x, causal=True, device="cpu", dtype="float64")
+    assert t.k.shape == (2, 7, 4) and t.q.shape == (6, 7, 4) and t.group == 3
+    torch.testing.assert_close(t.pattern, pattern, rtol=0, atol=1e-12)
+    torch.testing.assert_close(t.output, output, rtol=0, atol=1e-12)
+    # Query heads 0-2 share K/V head 0: with equal W_Q rows they would attend identically.
+    same = AttentionWeights(W_Q=w.W_Q[:1].repeat(6, 1, 1), W_K=w.W_K, W_V=w.W_V, W_O=w.W_O, rope_theta=100.0)
+    p = compute_trace(same, x, device="cpu", dtype="float64").pattern
+    torch.testing.assert_close(p[0], p[2])
+    torch.testing.assert_close(p[3], p[5])
+    assert not torch.allclose(p[0], p[3])
+
+
+def test_rotary_depends_only_on_relative_position() -> None:
+    from mha_viz.attention import rotary
+
+    g = torch.Generator().manual_seed(0)
+    q, k = (
+        torch.randn(1, 1, 8, generator=g, dtype=torch.float64),
+        torch.randn(1, 1, 8, generator=g, dtype=torch.float64),
+    )
+    seq_q = q.expand(1, 10, 8)
+    seq_k = k.expand(1, 10, 8)
+    s = rotary(seq_q, 50.0)[0] @ rotary(seq_k, 50.0)[0].T  # [10, 10]
+    torch.testing.assert_close(s[3, 1], s[7, 5])  # same offset, same score
+    assert not torch.isclose(s[3, 1], s[3, 2])

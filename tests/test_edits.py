@@ -88,3 +88,14 @@ def test_square_wo_needs_square_width() -> None:
         apply_wo(narrow, "identity")
     with pytest.raises(MhaVizError, match="unknown W\\^O mode"):
         apply_wo(w, "bogus")
+
+
+def test_grouped_query_layers_cannot_be_resplit() -> None:
+    w = random_weights(d_model=12, n_heads=3)
+    gqa = AttentionWeights(W_Q=w.W_Q, W_K=w.W_K[:1], W_V=w.W_V[:1], W_O=w.W_O)
+    with pytest.raises(MhaVizError, match="grouped-query"):
+        regroup_heads(gqa, 6)
+    with pytest.raises(MhaVizError, match="must divide"):
+        AttentionWeights(
+            W_Q=torch.zeros(3, 4, 2), W_K=torch.zeros(2, 4, 2), W_V=torch.zeros(2, 4, 2), W_O=torch.zeros(3, 2, 4)
+        )

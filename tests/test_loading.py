@@ -83,6 +83,33 @@ def test_tiny_gpt2_from_folder(tiny_gpt2_dir: str) -> None:
     assert torch.all(t.pattern.triu(1) == 0)
 
 
+@pytest.fixture(scope="module")
+def tiny_llama_dir(tmp_path_factory) -> str:
+    """A LLaMA-architecture decoder (grouped-query attention, RoPE) from a tiny random config."""
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = _tiny_byte_level_tokenizer()
+    torch.manual_seed(0)
+    config = tf.LlamaConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, intermediate_size=96,
+        vocab_size=len(tokenizer), max_position_embeddings=128, rope_theta=500.0, bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    tf.LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_tiny_llama_gqa_and_rope(tiny_llama_dir: str) -> None:
+    lm = load_model(tiny_llama_dir)
+    assert lm.family == "llama" and lm.causal and (lm.n_heads, lm.n_kv_heads) == (8, 2)
+    assert lm.rope_theta == pytest.approx(500.0)
+    w = layer_weights(lm, 1)
+    assert w.W_Q.shape == (8, 64, 8) and w.W_K.shape == (2, 64, 8) and w.group == 4 and w.b_Q is None
+    tokens = tokenize(lm, SENTENCE)
+    assert_reproduces(lm, torch.tensor([tokens.ids]))
+    t = compute_trace(w, run_model(lm, torch.tensor([tokens.ids])).attn_inputs[1][0], causal=True, device="cpu")
+    assert t.k.shape[0] == 2 and t.q.shape[0] == 8 and t.group == 4
+
+
 @pytest.mark.parametrize("family", ["bert", "distilbert", "roberta"])
 def test_other_encoder_families(family: str) -> None:
     torch.manual_seed(0)
