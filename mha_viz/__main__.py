@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--embeddings", choices=("random", "model"), default="random")
     own.add_argument("--positions", action="store_true", help="add position embeddings to X")
     own.add_argument("--weights", default=None, help="own weights from a .safetensors file")
+    r = sub.add_parser("roles", help="score every head's role (previous token, [SEP] sink, broad, ...) to JSON")
+    r.add_argument("--text", required=True, help="the text to analyse")
+    r.add_argument("--model", default=None, help="bundled MiniLM (default), a Hugging Face id or folder")
+    r.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    r.add_argument("--out", default=None, help="write FILE.json (without it, print the JSON)")
     return parser
 
 
@@ -133,11 +138,36 @@ def _trace_command(args: argparse.Namespace) -> None:
         print(f"pattern {shape} (layers x heads x query x key); add --out FILE.npz to save")
 
 
+def _roles_command(args: argparse.Namespace) -> None:
+    import json
+
+    from mha_viz.analysis import ROLE_RULES
+    from mha_viz.attention import resolve_device
+    from mha_viz.loading import load_model
+    from mha_viz.pipeline import Settings, all_patterns, roles_table
+
+    if args.out and not args.out.endswith(".json"):
+        raise MhaVizError(f"--out must name a .json file, got {args.out!r}")
+    if (args.model or "").strip().lower() == "own":
+        raise MhaVizError("roles needs a pretrained model; own weights have no trained roles")
+    device = str(resolve_device(args.device))
+    lm = load_model(args.model, device)
+    tokens, patterns = all_patterns(lm, args.text, Settings(device=device))
+    rows = roles_table(tokens, patterns)
+    text = json.dumps(rows, indent=1)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        labels = sorted({r["label"] for r in rows})
+        print(f"wrote {args.out}: {len(rows)} heads ({', '.join(labels)}); rules: {ROLE_RULES}")
+    else:
+        print(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.command == "trace":
-            _trace_command(args)
+        {"trace": _trace_command, "roles": _roles_command}[args.command](args)
         return 0
     except MhaVizError as exc:
         print(f"mha-viz: error: {exc}", file=sys.stderr)

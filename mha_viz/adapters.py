@@ -6,12 +6,19 @@ are copied into new tensors, and hooks are removed after each run.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from mha_viz.loading import LoadedModel
 from mha_viz.trace import AttentionWeights, MhaVizError
+
+# The model is shared by every session of the app. Hooks are attached to it for the length of one
+# forward pass; the lock keeps two sessions' hooked passes from running at once (and seeing each
+# other's hooks).
+_HOOK_LOCK = threading.Lock()
 
 
 def base_model(lm: LoadedModel) -> torch.nn.Module:
@@ -155,21 +162,16 @@ def run_model(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Te
 
         return hook
 
-    try:
-        for i in range(lm.n_layers):
-            attn_mod, wo_mod = _modules(lm, i)
-            handles.append(attn_mod.register_forward_pre_hook(grab_in(i), with_kwargs=True))
-            handles.append(wo_mod.register_forward_hook(grab_out(i)))
-        dev = lm.device
-        with torch.no_grad():
-            out = lm.model(
-                input_ids=input_ids.to(dev),
-                attention_mask=None if attention_mask is None else attention_mask.to(dev),
-                output_attentions=True,
-            )
-    finally:
-        for hd in handles:
-            hd.remove()
+    with _HOOK_LOCK:
+        try:
+            for i in range(lm.n_layers):
+                attn_mod, wo_mod = _modules(lm, i)
+                handles.append(attn_mod.register_forward_pre_hook(grab_in(i), with_kwargs=True))
+                handles.append(wo_mod.register_forward_hook(grab_out(i)))
+            out = _forward(lm, input_ids, attention_mask, output_attentions=True)
+        finally:
+            for hd in handles:
+                hd.remove()
     attentions = tuple(a.detach().float().cpu() for a in out.attentions)
     if len(attentions) != lm.n_layers or len(inputs) != lm.n_layers:
         raise MhaVizError(f"{lm.name} returned no attention weights; it must be loaded with eager attention")
@@ -177,6 +179,72 @@ def run_model(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Te
         attn_inputs=tuple(inputs[i] for i in range(lm.n_layers)),
         attentions=attentions,
         attn_outputs=tuple(outputs[i] for i in range(lm.n_layers)),
+    )
+
+
+def _forward(lm: LoadedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, **flags: bool):
+    dev = lm.device
+    with torch.no_grad():
+        return lm.model(
+            input_ids=input_ids.to(dev),
+            attention_mask=None if attention_mask is None else attention_mask.to(dev),
+            **flags,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ModelOutput:
+    """What the whole model produces. Shapes: hidden [batch, pos, d_model] (last layer);
+    logits [batch, pos, vocab] for causal LMs, else None."""
+
+    hidden: torch.Tensor
+    logits: torch.Tensor | None
+
+
+def run_ablated(
+    lm: LoadedModel,
+    input_ids: torch.Tensor,
+    ablate: Mapping[int, Sequence[int]] | None = None,
+    attention_mask: torch.Tensor | None = None,
+) -> ModelOutput:
+    """Run the whole model with chosen heads zeroed: {layer: [heads]} (empty or None: no ablation).
+
+    Each ablated head's slice of the concatenated heads is zeroed on its way into W^O, by a
+    forward pre-hook for this pass only; the shared weights are never touched.
+    Shapes: input_ids [batch, pos].
+    """
+    ablate = {int(k): sorted({int(h) for h in v}) for k, v in (ablate or {}).items() if v}
+    handles = []
+
+    def zero_heads(heads: list[int]):
+        def hook(_mod, args):
+            (concat, *rest) = args  # [batch, pos, n_heads * d_head]
+            dh = concat.shape[-1] // lm.n_heads
+            concat = concat.clone()
+            for h in heads:
+                concat[..., h * dh : (h + 1) * dh] = 0
+            return (concat, *rest)
+
+        return hook
+
+    for layer, heads in ablate.items():
+        check_layer(lm, layer)
+        bad = [h for h in heads if not 0 <= h < lm.n_heads]
+        if bad:
+            raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {lm.n_heads - 1}")
+    with _HOOK_LOCK:
+        try:
+            for layer, heads in ablate.items():
+                _, wo_mod = _modules(lm, layer)
+                handles.append(wo_mod.register_forward_pre_hook(zero_heads(heads)))
+            out = _forward(lm, input_ids, attention_mask, output_hidden_states=True)
+        finally:
+            for hd in handles:
+                hd.remove()
+    logits = getattr(out, "logits", None)
+    return ModelOutput(
+        hidden=out.hidden_states[-1].detach().float().cpu(),
+        logits=None if logits is None else logits.detach().float().cpu(),
     )
 
 

@@ -110,3 +110,110 @@ def output_change(reference: np.ndarray, changed: np.ndarray) -> dict[str, np.nd
 def contribution_norms(head_out: np.ndarray) -> np.ndarray:
     """L2 norm of each head's contribution after W^O. Shapes: [h, n, d] -> [h, n]."""
     return np.linalg.norm(np.asarray(head_out, dtype=np.float64), axis=-1)
+
+
+# --- head roles (Clark et al. 2019, Voita et al. 2019) ----------------------------------------
+ROLE_THRESHOLD = 0.5  # a positional/sink role needs more than half of the attention on average
+BROAD_THRESHOLD = 0.8  # "broad": mean row entropy above 80% of the uniform entropy ln(n)
+ROLE_RULES = (
+    f"previous token: prev > {ROLE_THRESHOLD}; next token: next > {ROLE_THRESHOLD}; self: self > {ROLE_THRESHOLD}; "
+    f"<token> sink: special > {ROLE_THRESHOLD} (named after the special token that gets most); "
+    f"punctuation: punct > {ROLE_THRESHOLD}; broad: entropy > {BROAD_THRESHOLD} × ln(n); otherwise mixed "
+    "(first rule that holds wins)"
+)
+
+
+def is_punctuation(piece: str) -> bool:
+    """Whether a token's text is punctuation only (word-piece "##" markers ignored)."""
+    import unicodedata
+
+    text = piece[2:] if piece.startswith("##") and len(piece) > 2 else piece
+    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
+
+
+def head_roles(
+    pattern: np.ndarray, special: np.ndarray, punct: np.ndarray, special_names: list[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Role scores per head, and a label from them.
+
+    prev = mean over i >= 1 of p_i[i-1]; next = mean over i <= n-2 of p_i[i+1]; self = mean of p_i[i];
+    special / punct = mean total weight on special / punctuation-only tokens; entropy = mean row entropy
+    (nats). Shapes: pattern [h, n, n]; special, punct [n] bool -> each score [h] and labels [h] (str).
+    """
+    p = np.asarray(pattern, dtype=np.float64)
+    h, n, _ = p.shape
+    sp = np.asarray(special, dtype=bool)
+    pu = np.asarray(punct, dtype=bool)
+    diag = np.diagonal(p, axis1=1, axis2=2)  # [h, n]
+    scores = {
+        "prev": np.diagonal(p, offset=-1, axis1=1, axis2=2).mean(-1) if n > 1 else np.zeros(h),
+        "next": np.diagonal(p, offset=1, axis1=1, axis2=2).mean(-1) if n > 1 else np.zeros(h),
+        "self": diag.mean(-1),
+        "special": p[:, :, sp].sum(-1).mean(-1),
+        "punct": p[:, :, pu].sum(-1).mean(-1),
+        "entropy": row_entropy(p).mean(-1),
+    }
+    names = list(special_names) if special_names else ["special"] * int(sp.sum())  # one per special token
+    per_special = p[:, :, sp].sum(1)  # [h, n_special]: weight each special token receives
+    labels = []
+    for i in range(h):
+        if scores["prev"][i] > ROLE_THRESHOLD:
+            labels.append("previous token")
+        elif scores["next"][i] > ROLE_THRESHOLD:
+            labels.append("next token")
+        elif scores["self"][i] > ROLE_THRESHOLD:
+            labels.append("self")
+        elif scores["special"][i] > ROLE_THRESHOLD:
+            labels.append(f"{names[int(per_special[i].argmax())]} sink")
+        elif scores["punct"][i] > ROLE_THRESHOLD:
+            labels.append("punctuation")
+        elif n > 1 and scores["entropy"][i] > BROAD_THRESHOLD * np.log(n):
+            labels.append("broad")
+        else:
+            labels.append("mixed")
+    scores["label"] = np.asarray(labels, dtype=object)
+    return scores
+
+
+def rollout(patterns: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020) with the residual identity added.
+
+    Per layer: A = mean over heads, Â = 0.5 A + 0.5 I, rows renormalised; rollout_l = Â_l … Â_0.
+    Shapes: patterns [n_layers, n_heads, n, n] -> [n_layers, n, n] (row l: rollout up to layer l).
+    """
+    p = np.asarray(patterns, dtype=np.float64)
+    n = p.shape[-1]
+    out = np.empty((p.shape[0], n, n))
+    acc = np.eye(n)
+    for layer in range(p.shape[0]):
+        a = 0.5 * p[layer].mean(0) + 0.5 * np.eye(n)
+        a = a / a.sum(-1, keepdims=True)
+        acc = a @ acc
+        out[layer] = acc
+    return out
+
+
+def align_tokens(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    """Index pairs (i in a, j in b) of the tokens two texts share, in order (difflib matching blocks)."""
+    import difflib
+
+    pairs = []
+    for block in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_matching_blocks():
+        pairs.extend((block.a + k, block.b + k) for k in range(block.size))
+    return pairs
+
+
+def focus_shift(
+    pa: np.ndarray, pb: np.ndarray, qa: int, qb: int, pairs: list[tuple[int, int]]
+) -> dict[str, np.ndarray]:
+    """How a focus token's attention differs between two sentences, per head, on the shared tokens.
+
+    change = total variation distance 0.5 Σ |a - b| over the shared key tokens (0 = same, 1 = disjoint);
+    weight on keys only one sentence has counts fully. Shapes: pa [h, na, na], pb [h, nb, nb] -> [h].
+    """
+    ia = np.asarray([i for i, _ in pairs], dtype=int)
+    ib = np.asarray([j for _, j in pairs], dtype=int)
+    wa, wb = np.asarray(pa)[:, qa, :], np.asarray(pb)[:, qb, :]  # [h, na], [h, nb]
+    shared = np.abs(wa[:, ia] - wb[:, ib]).sum(-1)
+    only = (1.0 - wa[:, ia].sum(-1)) + (1.0 - wb[:, ib].sum(-1))  # weight on unshared keys
+    return {"change": 0.5 * (shared + np.clip(only, 0.0, None)), "a": wa[:, ia], "b": wb[:, ib]}

@@ -6,12 +6,14 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
-from mha_viz.adapters import check_layer, layer_weights, run_model, token_embeddings
+from mha_viz.adapters import check_layer, layer_weights, run_ablated, run_model, token_embeddings
+from mha_viz.analysis import head_roles, head_stats, is_punctuation
 from mha_viz.attention import compute_trace
 from mha_viz.edits import ablate_heads, apply_wo, regroup_heads, scale_heads
-from mha_viz.loading import LoadedModel, Tokens, tokenize
+from mha_viz.loading import LoadedModel, Tokens, readable, tokenize
 from mha_viz.own import init_weights, random_embeddings
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
@@ -124,7 +126,6 @@ def headcount_sweep(
     the layer output against the weights as given (|out' - out| / |out| over all tokens).
     Shapes: x [pos, d_model].
     """
-    from mha_viz.analysis import head_stats  # numbers only; imported here to keep start-up light
 
     def run(w: AttentionWeights) -> AttentionTrace:
         return compute_trace(
@@ -160,3 +161,57 @@ def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> fl
     q, k, v = proj(w.W_Q, w.b_Q), proj(w.W_K, w.b_K), proj(w.W_V, w.b_V)
     plain = torch.softmax(q @ k.T * w.scale_factor, dim=-1) @ v  # [pos, d]
     return float((mha - plain).abs().max())
+
+
+def all_patterns(lm: LoadedModel, text: str, settings: Settings = Settings()) -> tuple[Tokens, np.ndarray]:
+    """Every layer's attention pattern. Shapes: returns [n_layers, n_heads, pos, pos] float32."""
+    tokens, traces = pretrained_traces(lm, text, None, settings)
+    return tokens, np.stack([t.pattern.numpy() for t in traces]).astype(np.float32)
+
+
+def roles_table(tokens: Tokens, patterns: np.ndarray) -> list[dict]:
+    """One row per (layer, head): the role scores of analysis.head_roles and the label.
+
+    Shapes: patterns [n_layers, n_heads, pos, pos].
+    """
+    special = np.asarray(tokens.special, dtype=bool)
+    punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
+    names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        r = head_roles(pattern, special, punct, names)
+        for head in range(pattern.shape[0]):
+            row = {"layer": layer, "head": head}
+            row.update({k: float(r[k][head]) for k in ("prev", "next", "self", "special", "punct", "entropy")})
+            row["label"] = str(r["label"][head])
+            rows.append(row)
+    return rows
+
+
+def ablation_effect(lm: LoadedModel, text: str, ablate: dict[int, list[int]], top_k: int = 5) -> dict:
+    """What the whole model produces with chosen heads zeroed ({layer: [heads]}), against intact.
+
+    Always: per-token relative change of the last hidden states. Encoders: the sentence embedding
+    (mean pooling, L2-normalised, as sentence-transformers does) and its cosine to the intact one.
+    Causal LMs: the next-token top-k (token, probability) before and after.
+    """
+    tokens = tokenize(lm, text)
+    ids = torch.tensor([tokens.ids])
+    intact, cut = run_ablated(lm, ids), run_ablated(lm, ids, ablate)
+    h0, h1 = intact.hidden[0].double(), cut.hidden[0].double()  # [pos, d]
+    result: dict = {
+        "tokens": tokens.labels,
+        "token_change": ((h1 - h0).norm(dim=-1) / h0.norm(dim=-1).clamp_min(1e-12)).numpy(),
+    }
+    if intact.logits is None:
+        e0 = torch.nn.functional.normalize(h0.mean(0), dim=0)
+        e1 = torch.nn.functional.normalize(h1.mean(0), dim=0)
+        result["embedding_cosine"] = float(e0 @ e1)
+    else:
+        for name, out in (("top_before", intact), ("top_after", cut)):
+            probs = torch.softmax(out.logits[0, -1].double(), dim=-1)
+            values, idx = probs.topk(min(top_k, probs.shape[0]))
+            result[name] = [
+                (readable(lm.tokenizer.decode([int(i)])), float(v)) for v, i in zip(values, idx, strict=True)
+            ]
+    return result

@@ -128,3 +128,18 @@ def test_real_process_exit_codes(tmp_path) -> None:
     ok = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert np.load(tmp_path / "o.npz")["pattern"].shape[:2] == (1, 12)
+
+
+def test_roles_json(tmp_path, capsys) -> None:
+    import json
+
+    out = tmp_path / "roles.json"
+    code, stdout, _ = run(["roles", "--text", SENTENCE, "--out", str(out)], capsys)
+    assert code == 0 and "72 heads" in stdout
+    rows = json.loads(out.read_text())
+    assert len(rows) == 72 and rows[0]["layer"] == 0 and rows[0]["head"] == 0 and rows[-1]["layer"] == 5
+    keys = {"layer", "head", "prev", "next", "self", "special", "punct", "entropy", "label"}
+    assert all(set(r) == keys for r in rows)
+    assert all(0 <= r["prev"] <= 1 and r["entropy"] >= 0 for r in rows)
+    code, _, err = run(["roles", "--text", SENTENCE, "--out", "x.npz"], capsys)
+    assert code == 2 and ".json" in err

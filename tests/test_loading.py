@@ -182,3 +182,24 @@ def test_shared_model_is_not_mutated(minilm: LoadedModel) -> None:
     pretrained_traces(minilm, SENTENCE, [0, 5], Settings(heads=4, wo="random", ablate=(1,)))
     for n, p in minilm.model.named_parameters():
         assert torch.equal(p, before[n]), n
+
+
+def test_causal_lm_ablation_top5(tiny_gpt2_dir: str) -> None:
+    import copy
+
+    from mha_viz.adapters import run_ablated
+    from mha_viz.pipeline import ablation_effect
+
+    lm = load_model(tiny_gpt2_dir)
+    ids = torch.tensor([tokenize(lm, SENTENCE).ids])
+    hooked = run_ablated(lm, ids, {0: [1, 2]})
+    edited = copy.deepcopy(lm.model)
+    with torch.no_grad():
+        edited.transformer.h[0].attn.c_proj.weight[12:36] = 0  # Conv1D [in, out]: heads 1-2 rows (d_head 12)
+        ref = edited(input_ids=ids).logits
+    torch.testing.assert_close(hooked.logits, ref, atol=1e-5, rtol=0)
+    effect = ablation_effect(lm, SENTENCE, {0: [1, 2]})
+    assert len(effect["top_before"]) == 5 and len(effect["top_after"]) == 5
+    probs = [p for _, p in effect["top_before"]]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-9
+    assert effect["top_before"] != effect["top_after"]

@@ -62,6 +62,10 @@ def heads_view(ctx: Ctx) -> None:
         "Rows are query tokens, columns the key tokens they attend to; each row sums to 1. "
         "Click a cell to open its head below (and make its query the focus token)."
     )
+    if t.group > 1:
+        kv = t.n_heads // t.group
+        shares = "; ".join(f"K/V {g}: heads {g * t.group}–{(g + 1) * t.group - 1}" for g in range(kv))
+        st.caption(f"Grouped-query attention: {kv} key/value heads shared by the {h} query heads ({shares}).")
     if sh.note:
         st.info(sh.note)
     plot(heads_grid(sh.pattern, sh.labels), "heads_grid", ctx.c.image_format, on_select=_on_grid_click)

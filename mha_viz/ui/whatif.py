@@ -23,6 +23,12 @@ WO_MODES = {
 def headcount_view(ctx: Ctx) -> None:
     w = ctx.base.weights
     width = w.n_heads * w.d_head
+    if w.n_kv_heads != w.n_heads:
+        st.info(
+            f"This layer shares {w.n_kv_heads} key/value heads among {w.n_heads} query heads (grouped-query "
+            "attention), so its heads cannot be re-split into another count."
+        )
+        return
     counts = sweep_counts(width)
     st.markdown(
         f"The layer's {width} query/key/value columns can be grouped into any head count that divides {width}: "
@@ -126,13 +132,6 @@ def wo_view(ctx: Ctx) -> None:
         "wo_norms",
         ctx.c.image_format,
     )
-    diff = get_identity_check(ctx.c.src, ctx.c.text, ctx.layer)
-    st.metric(
-        "1 head and W^O = identity vs plain single-head self-attention: max |difference|",
-        f"{diff:.2e}",
-        help="Computed live on this layer's own projections: MultiHead with h = 1 and W^O = I against "
-        "softmax(X W_Q (X W_K)^T / √d) X W_V. They are the same computation.",
-    )
     rows = [[labels[i], f"{change['relative'][i]:.6g}", f"{change['cosine'][i]:.6g}"] for i in range(len(labels))]
     downloads(
         "wo",
@@ -143,6 +142,16 @@ def wo_view(ctx: Ctx) -> None:
             "original_output": base.output.numpy(),
         },
         csv_data=csv_bytes(["token", "relative_change", "cosine"], rows),
+    )
+    if ctx.base.weights.n_kv_heads != ctx.base.weights.n_heads or h * t.q.shape[-1] != t.x.shape[1]:
+        st.caption("The one-head check needs a layer whose heads can be re-split into one (no grouped K/V).")
+        return
+    diff = get_identity_check(ctx.c.src, ctx.c.text, ctx.layer)
+    st.metric(
+        "1 head and W^O = identity vs plain single-head self-attention: max |difference|",
+        f"{diff:.2e}",
+        help="Computed live on this layer's own projections: MultiHead with h = 1 and W^O = I against "
+        "softmax(X W_Q (X W_K)^T / √d) X W_V. They are the same computation.",
     )
 
 
@@ -159,13 +168,15 @@ def step_view(ctx: Ctx) -> None:
         "causal mask in the sidebar. The seed 000 worked example is one click away there."
     )
     tok = list(t.tokens)
-    raw = (t.q[i] @ t.k[i].T).numpy()  # [n, n] before scaling
+    g = i // t.group  # the key/value head this query head uses (differs only with grouped-query attention)
+    kv = f"K_{g}" if t.group == 1 else f"K_{g} (shared by heads {g * t.group}–{(g + 1) * t.group - 1})"
+    raw = (t.q[i] @ t.k[g].T).numpy()  # [n, n] before scaling
     steps = [
         ("1. X (one row per token)", t.x.numpy(), None, "X", True, f"[{n} × {d}]"),
         (f"2. Q_{i} = X · W_Q[{i}]", t.q[i].numpy(), None, "Q", True, f"[{n} × {dk}]"),
-        (f"2. K_{i} = X · W_K[{i}]", t.k[i].numpy(), None, "K", True, f"[{n} × {dk}]"),
-        (f"2. V_{i} = X · W_V[{i}]", t.v[i].numpy(), None, "V", True, f"[{n} × {dk}]"),
-        (f"3. Q_{i} K_{i}ᵀ", raw, tok, "QKᵀ", True, f"[{n} × {n}]"),
+        (f"2. {kv} = X · W_K[{g}]", t.k[g].numpy(), None, "K", True, f"[{n} × {dk}]"),
+        (f"2. V_{g} = X · W_V[{g}]", t.v[g].numpy(), None, "V", True, f"[{n} × {dk}]"),
+        (f"3. Q_{i} K_{g}ᵀ", raw, tok, "QKᵀ", True, f"[{n} × {n}]"),
         (
             f"3. × {t.scale:.4g}" + (" (= 1/√d_k)" if ctx.settings.scaled else " (scaling off)"),
             raw * t.scale,
