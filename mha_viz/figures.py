@@ -299,3 +299,18 @@ def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
         clickmode="event+select",
     )
     return fig
+
+
+def paired_bars(keys: Sequence[str], a: np.ndarray, b: np.ndarray, names: tuple[str, str], title: str) -> go.Figure:
+    """Two series side by side per key (e.g. one token's attention in two sentences)."""
+    fig = go.Figure(
+        [
+            go.Bar(x=list(keys), y=_f32(v), name=name, hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{name}</extra>")
+            for v, name in ((a, names[0]), (b, names[1]))
+        ]
+    )
+    fig.update_xaxes(type="category", tickangle=-60)
+    fig.update_layout(
+        barmode="group", title={"text": title, "font": {"size": 14}}, height=380, legend={"orientation": "h", "y": 1.1}
+    )
+    return fig

@@ -75,7 +75,18 @@ def test_controls_change_the_figures(minilm) -> None:
 
 @pytest.mark.parametrize(
     ("view", "n_charts"),
-    [("Compare heads", 5), ("Head count", 2), ("W^O", 2), ("Step by step", 11), ("Overview", 1)],
+    [
+        ("Compare heads", 5),
+        ("Head roles", 0),
+        ("Where does it look?", 1),
+        ("Two sentences", 2),
+        ("Head count", 2),
+        ("W^O", 2),
+        ("Ablation", 1),
+        ("Rollout", 1),
+        ("Step by step", 11),
+        ("Overview", 1),
+    ],
 )
 def test_every_view_renders(view: str, n_charts: int, minilm) -> None:
     at = run_app(view=view)
@@ -180,3 +191,41 @@ def test_own_weights_and_seed_example(minilm) -> None:
     assert "[9 × 512]" in step(at, "1. X")[0] and "[9 × 64]" in step(at, "2. Q_0")[0]
     at.sidebar.number_input(key="own_heads").set_value(7).run()
     assert not at.exception and "not divisible" in at.error[0].value
+
+
+def test_heads_grid_titles_carry_roles(minilm) -> None:
+    at = run_app()
+    titles = [a["text"] for a in specs(at)[0]["layout"]["annotations"]]
+    assert titles[2] == "head 2 · previous token"  # MiniLM layer 0 head 2 attends to the previous token
+    assert all(t.startswith("head ") and " · " in t for t in titles)
+
+
+def test_roles_table_and_where_ranking(minilm) -> None:
+    at = run_app(view="Head roles")
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert len(table) == 72 and list(table.columns)[:3] == ["layer", "head", "label"]
+    at = run_app(view="Where does it look?")
+    z = array(heatmaps(specs(at)[0])[0]["z"])  # [layers, heads]: "it" → "animal"
+    _, traces = pretrained_traces(minilm, SENTENCE, None, Settings(device="cpu"))
+    q, k = traces[0].tokens.index("it"), traces[0].tokens.index("animal")
+    expected = np.stack([t.pattern[:, q, k].numpy() for t in traces])
+    np.testing.assert_allclose(z, expected, atol=1e-6)
+    best = np.unravel_index(int(np.argmax(expected)), expected.shape)
+    assert any(m.value.startswith(f"1. layer {best[0]}, head {best[1]}:") for m in at.markdown)
+    at.button(key="where_open_1").click().run()  # jump to the top head
+    assert at.selectbox(key="layer").value == best[0] and at.selectbox(key="head").value == best[1]
+
+
+def test_two_sentences_and_rollout_and_ablation(minilm) -> None:
+    at = run_app(view="Two sentences")
+    change = array(heatmaps(specs(at)[0])[0]["z"])
+    assert change.shape == (6, 12) and np.all((change >= 0) & (change <= 1)) and change.max() > 0.3
+    at = run_app(view="Rollout")
+    roll = array(heatmaps(specs(at)[0])[0]["z"])
+    np.testing.assert_allclose(roll.sum(-1), 1.0, atol=1e-5)
+    at = run_app(view="Ablation")
+    assert_clean(at)
+    cosine = float(at.metric[0].value)
+    at.multiselect(key="abl_heads").set_value(list(range(12))).run()
+    assert float(at.metric[0].value) < cosine < 1.0

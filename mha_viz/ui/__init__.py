@@ -11,6 +11,7 @@ import streamlit as st
 from mha_viz.pipeline import Settings
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.compute import get_base, get_model
+from mha_viz.ui.deeper import ablation_view, roles_view, rollout_view, two_view, where_view
 from mha_viz.ui.sidebar import VIEWS, Controls, layer_control, sidebar
 from mha_viz.ui.views import Ctx, compare_view, heads_view, overview_view
 from mha_viz.ui.whatif import headcount_view, step_view, wo_view
@@ -20,8 +21,13 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:])")
 VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Heads": heads_view,
     "Compare heads": compare_view,
+    "Head roles": roles_view,
+    "Where does it look?": where_view,
+    "Two sentences": two_view,
     "Head count": headcount_view,
     "W^O": wo_view,
+    "Ablation": ablation_view,
+    "Rollout": rollout_view,
     "Step by step": step_view,
     "Overview": overview_view,
 }

@@ -16,7 +16,16 @@ from mha_viz.attention import compute_trace
 from mha_viz.edits import divisors
 from mha_viz.loading import LoadedModel, Tokens, load_model, tokenize
 from mha_viz.own import load_weights
-from mha_viz.pipeline import OwnSpec, Settings, edit_weights, headcount_sweep, own_input, single_head_identity_check
+from mha_viz.pipeline import (
+    OwnSpec,
+    Settings,
+    ablation_effect,
+    edit_weights,
+    headcount_sweep,
+    own_input,
+    roles_table,
+    single_head_identity_check,
+)
 from mha_viz.trace import AttentionTrace, AttentionWeights
 
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
@@ -136,3 +145,16 @@ def get_sweep(src: Source, text: str, layer: int, settings: Settings) -> dict[st
 def get_identity_check(src: Source, text: str, layer: int) -> float:
     b = get_base(src, text, layer)
     return single_head_identity_check(b.weights, b.x)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def get_roles(src: Source, text: str, settings: Settings, n_layers: int) -> list[dict]:
+    """Role scores and labels for every layer × head (see analysis.head_roles)."""
+    tokens, _ = get_run(src, text)
+    return roles_table(tokens, get_all_patterns(src, text, settings, n_layers))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def get_ablation(src: Source, text: str, plan: tuple[tuple[int, tuple[int, ...]], ...]) -> dict:
+    """The whole model's output with heads zeroed: plan = ((layer, (heads...)), ...)."""
+    return ablation_effect(_model_for(src), text, {la: list(hs) for la, hs in plan})

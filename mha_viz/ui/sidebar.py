@@ -22,7 +22,19 @@ EXAMPLES = (
 )
 SOURCES = {"bundled": f"{DEFAULT_MODEL} (bundled)", "hub": "Hugging Face", "own": "Own weights"}  # labels go in URLs
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
-VIEWS = ("Heads", "Compare heads", "Head count", "W^O", "Step by step", "Overview")
+VIEWS = (
+    "Heads",
+    "Compare heads",
+    "Head roles",
+    "Where does it look?",
+    "Two sentences",
+    "Head count",
+    "W^O",
+    "Ablation",
+    "Rollout",
+    "Step by step",
+    "Overview",
+)
 
 
 @dataclass(frozen=True)

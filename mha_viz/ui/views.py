@@ -13,7 +13,7 @@ from mha_viz.figures import focus_bars, head_bars, heads_grid, matrix_heatmap, o
 from mha_viz.pipeline import Settings
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import csv_bytes, downloads, head_names, plot, shown, trace_shown
-from mha_viz.ui.compute import Base, get_all_patterns, get_trace
+from mha_viz.ui.compute import Base, get_all_patterns, get_roles, get_trace
 from mha_viz.ui.sidebar import Controls
 
 
@@ -68,7 +68,12 @@ def heads_view(ctx: Ctx) -> None:
         st.caption(f"Grouped-query attention: {kv} key/value heads shared by the {h} query heads ({shares}).")
     if sh.note:
         st.info(sh.note)
-    plot(heads_grid(sh.pattern, sh.labels), "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
+    titles = head_names(h)
+    if not ctx.c.src.own and not ctx.c.hide_special and h == ctx.base.weights.n_heads:
+        roles = get_roles(ctx.c.src, ctx.c.text, ctx.settings, ctx.base.n_layers)
+        titles = [f"head {r['head']} · {r['label']}" for r in roles if r["layer"] == ctx.layer]
+    fig = heads_grid(sh.pattern, sh.labels, titles)
+    plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
     left, right = st.columns(2)
     _valid_choice("head", list(range(h)), 0)
