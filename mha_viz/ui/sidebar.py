@@ -132,7 +132,8 @@ def sidebar() -> Controls:
             bind="query-params",
             max_chars=200,
             placeholder="e.g. bert-base-uncased, distilgpt2, /path/to/folder",
-            help="BERT family (bert, distilbert, roberta, MiniLM) or GPT-2 family (gpt2, distilgpt2). Press Enter.",
+            help="BERT family (bert, distilbert, roberta, MiniLM), GPT-2 family (gpt2, distilgpt2) or LLaMA family; "
+            "'smollm2' for the optional offline SmolLM2 extra. Press Enter.",
         ).strip()
     elif kind == "own":
         own = _own_controls()
