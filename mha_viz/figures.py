@@ -19,6 +19,34 @@ CELL_HOVER = "%{customdata[1]} → %{customdata[2]}: %{customdata[3]:.3f}<extra>
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
 CLICK_OVERLAY_MAX_CELLS = 10_000  # per figure; above this, heads open from the selector only
+GRID_MAX_CELLS = 128  # per side of each small heatmap; longer texts are shown block-averaged
+POOLED_HOVER = "%{y} → %{x}: mean %{z:.3f}<extra>%{meta}</extra>"
+
+
+def pool_blocks(stack: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
+    """Average the last two axes over f×f blocks so each side has at most ``max_cells`` cells.
+
+    The last block may be partial (it averages the positions it has). Shapes: [..., n, n] ->
+    ([..., m, m], f) with m = ceil(n / f).
+    """
+    n = int(stack.shape[-1])
+    f = max(1, math.ceil(n / max_cells))
+    if f == 1:
+        return _f32(stack), 1
+    m = math.ceil(n / f)
+    pad = m * f - n
+    widths = [(0, 0)] * (stack.ndim - 2) + [(0, pad), (0, pad)]
+    padded = np.pad(_f32(stack), widths)
+    counts = np.pad(np.ones((n, n), dtype=np.float32), [(0, pad), (0, pad)])
+    shape = (*stack.shape[:-2], m, f, m, f)
+    sums = padded.reshape(shape).sum((-1, -3))
+    return (sums / counts.reshape(m, f, m, f).sum((-1, -3))).astype(np.float32), f
+
+
+def block_labels(tokens: Sequence[str], f: int) -> list[str]:
+    """Axis labels for f-token blocks: "first–last: first token" (distinct by position)."""
+    n = len(tokens)
+    return [f"{a}–{min(a + f, n) - 1}: {tokens[a]}" for a in range(0, n, f)]
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
@@ -49,10 +77,15 @@ def heads_grid(
 
     With ``clickable`` and few enough cells, an invisible scatter marker sits on every cell, so a
     click reports (head, query, key) to Streamlit (heatmaps alone send no selection events); the
-    markers then also carry the hover text "query → key: weight".
-    Shapes: pattern [n_heads, query_pos, key_pos]; tokens [pos].
+    markers then also carry the hover text "query → key: weight". Texts longer than
+    GRID_MAX_CELLS tokens are shown averaged over token blocks (hover says "mean"); the single-head
+    view shows every weight. Shapes: pattern [n_heads, query_pos, key_pos]; tokens [pos].
     """
-    h, n = int(pattern.shape[0]), len(tokens)
+    h = int(pattern.shape[0])
+    pattern, f = pool_blocks(pattern, GRID_MAX_CELLS)
+    if f > 1:
+        tokens, clickable = block_labels(tokens, f), False
+    n = len(tokens)
     titles = list(titles) if titles is not None else [f"head {i}" for i in range(h)]
     rows, cols = _grid(h, cols)
     fig = make_subplots(
@@ -74,7 +107,7 @@ def heads_grid(
                 x=labels,
                 y=labels,
                 coloraxis="coloraxis",
-                hovertemplate=WEIGHT_HOVER,
+                hovertemplate=POOLED_HOVER if f > 1 else WEIGHT_HOVER,
                 meta=titles[i],
                 hoverinfo="skip" if overlay else None,
                 name=titles[i],
@@ -247,12 +280,9 @@ def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
     view shows them at full resolution). One invisible marker per tile reports clicks as
     customdata (layer, head). Shapes: patterns [n_layers, n_heads, n, n].
     """
-    n_layers, n_heads, n, _ = patterns.shape
-    f = max(1, math.ceil(n / tile))
-    m = math.ceil(n / f)
-    pad = m * f - n
-    p = np.pad(_f32(patterns), ((0, 0), (0, 0), (0, pad), (0, pad)))
-    small = p.reshape(n_layers, n_heads, m, f, m, f).mean((3, 5))  # [L, H, m, m]
+    n_layers, n_heads = patterns.shape[:2]
+    small, f = pool_blocks(patterns, tile)  # [L, H, m, m]
+    m = small.shape[-1]
     step = m + gap
     canvas = np.full((n_layers * step - gap, n_heads * step - gap), np.nan, dtype=np.float32)
     for layer in range(n_layers):

@@ -1,6 +1,7 @@
 """Cached computations for the dashboard. Functions take plain values (so cache keys are obvious)
 and never draw. The model is shared read-only by every session (st.cache_resource); everything
-else is in bounded st.cache_data caches.
+else is in st.cache_data caches bounded by entries and by size, so memory levels off however many
+texts people try (a 512-token trace of MiniLM is about 40 MB).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _model_for(src: Source) -> LoadedModel:
     return get_model(src.model_id if src.kind == "hub" else "", src.device if src.kind != "own" else "cpu")
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=32, max_size="64MB")
 def get_run(src: Source, text: str) -> tuple[Tokens, list[torch.Tensor]]:
     """Tokens and every layer's attention input X for one text (one model forward pass)."""
     lm = _model_for(src)
@@ -94,7 +95,7 @@ def get_run(src: Source, text: str) -> tuple[Tokens, list[torch.Tensor]]:
     return tokens, [x[0] for x in run.attn_inputs]
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=32, max_size="96MB")
 def get_base(src: Source, text: str, layer: int) -> Base:
     lm = _model_for(src)
     if src.own:
@@ -107,7 +108,7 @@ def get_base(src: Source, text: str, layer: int) -> Base:
     return Base(tokens, xs[layer], layer_weights(lm, layer), lm.causal, lm.n_layers, lm.name)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_data(show_spinner=False, max_entries=64, max_size="256MB")
 def get_trace(src: Source, text: str, layer: int, settings: Settings) -> AttentionTrace:
     """The traced layer after the what-if edits in ``settings``."""
     b = get_base(src, text, layer)
@@ -124,7 +125,7 @@ def get_trace(src: Source, text: str, layer: int, settings: Settings) -> Attenti
     return trace
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16, max_size="192MB")
 def get_all_patterns(src: Source, text: str, settings: Settings, n_layers: int) -> np.ndarray:
     """Every layer's pattern. Shapes: [n_layers, n_heads, pos, pos] float32."""
     return np.stack([get_trace(src, text, i, settings).pattern.numpy() for i in range(n_layers)]).astype(np.float32)
@@ -134,7 +135,7 @@ def sweep_counts(width: int) -> list[int]:
     return [h for h in divisors(width) if h <= MAX_SWEEP_HEADS]
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16, max_size="16MB")
 def get_sweep(src: Source, text: str, layer: int, settings: Settings) -> dict[str, list[float]]:
     b = get_base(src, text, layer)
     counts = sweep_counts(b.weights.n_heads * b.weights.d_head)
@@ -147,14 +148,14 @@ def get_identity_check(src: Source, text: str, layer: int) -> float:
     return single_head_identity_check(b.weights, b.x)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16, max_size="16MB")
 def get_roles(src: Source, text: str, settings: Settings, n_layers: int) -> list[dict]:
     """Role scores and labels for every layer × head (see analysis.head_roles)."""
     tokens, _ = get_run(src, text)
     return roles_table(tokens, get_all_patterns(src, text, settings, n_layers))
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16, max_size="32MB")
 def get_ablation(src: Source, text: str, plan: tuple[tuple[int, tuple[int, ...]], ...]) -> dict:
     """The whole model's output with heads zeroed: plan = ((layer, (heads...)), ...)."""
     return ablation_effect(_model_for(src), text, {la: list(hs) for la, hs in plan})

@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import head_distances, head_stats, similarity_order
-from mha_viz.figures import focus_bars, head_bars, heads_grid, matrix_heatmap, overview
+from mha_viz.figures import GRID_MAX_CELLS, focus_bars, head_bars, heads_grid, matrix_heatmap, overview
 from mha_viz.pipeline import Settings
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import csv_bytes, downloads, head_names, plot, shown, trace_shown
@@ -68,6 +68,12 @@ def heads_view(ctx: Ctx) -> None:
         st.caption(f"Grouped-query attention: {kv} key/value heads shared by the {h} query heads ({shares}).")
     if sh.note:
         st.info(sh.note)
+    if n > GRID_MAX_CELLS:
+        f = -(-n // GRID_MAX_CELLS)
+        st.caption(
+            f"{n} tokens: the grid shows each head averaged over {f}×{f} token blocks (hover says “mean”); "
+            "the head opened below shows every weight."
+        )
     titles = head_names(h)
     if not ctx.c.src.own and not ctx.c.hide_special and h == ctx.base.weights.n_heads:
         roles = get_roles(ctx.c.src, ctx.c.text, ctx.settings, ctx.base.n_layers)

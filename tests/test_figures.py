@@ -1,0 +1,63 @@
+"""Figures carry the real numbers: shapes, labels, pooling, and typed arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.io as pio
+
+from mha_viz.figures import block_labels, heads_grid, matrix_heatmap, overview, pool_blocks
+
+
+def test_pool_blocks_exact_means_with_partial_block() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.random((2, 7, 7)).astype(np.float32)
+    pooled, f = pool_blocks(x, 3)
+    assert f == 3 and pooled.shape == (2, 3, 3)
+    np.testing.assert_allclose(pooled[1, 0, 1], x[1, 0:3, 3:6].mean(), rtol=1e-6)
+    np.testing.assert_allclose(pooled[0, 2, 2], x[0, 6, 6], rtol=1e-6)  # the 1×1 partial corner
+    same, one = pool_blocks(x, 7)
+    assert one == 1 and np.array_equal(same, x)
+    assert block_labels(["a", "b", "c", "d", "e"], 2) == ["0–1: a", "2–3: c", "4–4: e"]
+
+
+def test_heads_grid_small_text_is_exact_and_clickable() -> None:
+    rng = np.random.default_rng(1)
+    p = rng.dirichlet(np.ones(5), size=(3, 5)).astype(np.float32)  # [3 heads, 5, 5]
+    tokens = ["[CLS]", "the (1)", "cat", "the (3)", "[SEP]"]
+    fig = heads_grid(p, tokens)
+    maps = [t for t in fig.data if t.type == "heatmap"]
+    overlays = [t for t in fig.data if t.type == "scatter"]
+    assert len(maps) == 3 and len(overlays) == 3
+    np.testing.assert_array_equal(maps[2].z, p[2])
+    assert list(maps[0].x) == tokens and maps[0].z.dtype == np.float32
+    assert overlays[1].customdata[7][1:3].tolist() == ["the (1)", "cat"]  # cell (1, 2): query → key
+    assert fig.layout.coloraxis.cmin == 0.0
+
+
+def test_heads_grid_long_text_is_block_averaged() -> None:
+    n = 300
+    p = np.full((2, n, n), 1.0 / n, dtype=np.float32)
+    p[0, :, 0] += 0.5
+    tokens = [f"t{i}" for i in range(n)]
+    fig = heads_grid(p, tokens)
+    maps = [t for t in fig.data if t.type == "heatmap"]
+    assert len(maps) == 2 and maps[0].z.shape == (100, 100)  # 3×3 blocks
+    assert "mean" in maps[0].hovertemplate and not [t for t in fig.data if t.type == "scatter"]
+    np.testing.assert_allclose(maps[0].z[0, 0], (3 * (1 / n) * 3 + 3 * 0.5) / 9, rtol=1e-5)
+    assert len(pio.to_json(fig, validate=False)) < 3_000_000
+
+
+def test_matrix_heatmap_masks_and_scales() -> None:
+    z = np.array([[0.5, -np.inf], [1.0, -2.0]])
+    fig = matrix_heatmap(z, ["a", "b"], ["a", "b"], "scores", diverging=True)
+    data = fig.data[0]
+    assert np.isnan(data.z[0, 1]) and data.zmid == 0.0 and data.zmax == 2.0 and data.zmin == -2.0
+
+
+def test_overview_tiles_and_click_targets() -> None:
+    p = np.random.default_rng(2).random((2, 3, 100, 100)).astype(np.float32)
+    fig = overview(p, tile=48)
+    z = fig.data[0].z
+    assert z.shape == (2 * 34 + 2, 3 * 34 + 4)  # 100 tokens -> 3×3 blocks -> 34 cells, gap 2
+    assert fig.data[1].customdata.tolist()[-1] == [1, 2]
+    np.testing.assert_allclose(z[0, 0], p[0, 0, :3, :3].mean(), rtol=1e-5)
