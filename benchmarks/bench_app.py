@@ -113,7 +113,8 @@ def main() -> None:
     print(f"torch threads {torch.get_num_threads()}; model {lm.name}, {lm.n_layers} layers x {lm.n_heads} heads")
     print("\n1. Overview of all layers x heads (compute + serialise), mha-viz vs bertviz model_view, same run")
     print(
-        f"{'tokens':>6} {'mha-viz s':>10} {'MB':>7} {'target':>14} {'bertviz s':>10} {'MB':>8} {'time x':>7} {'size x':>7}"
+        f"{'tokens':>6} {'mha-viz s':>10} {'MB':>7} {'target':>14} "
+        f"{'bertviz s':>10} {'MB':>8} {'time x':>7} {'size x':>7}"
     )
     targets = {128: (0.3, 2.0), 512: (1.5, 25.0)}
     for n in (128, 512):

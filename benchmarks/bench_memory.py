@@ -17,7 +17,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-WORDS = "animal street tired wide river bank money cat mat dog park rain sun tree road car book".split()
+WORDS = [
+    "animal",
+    "street",
+    "tired",
+    "wide",
+    "river",
+    "bank",
+    "money",
+    "cat",
+    "mat",
+    "dog",
+    "park",
+    "rain",
+    "sun",
+    "tree",
+    "road",
+    "car",
+    "book",
+]
 
 
 def rss_mb() -> float:
