@@ -128,9 +128,8 @@ def main() -> None:
             f"{t_bv:>10.3f} {size_bv / MB:>8.1f} {t_bv / t_ours:>6.1f}x {size_bv / size_ours:>6.0f}x"
         )
     size = heads_payload(lm, text_of(lm, 512))
-    print(
-        f"\n2. Heads view payload at 512 tokens: {size / MB:.2f} MB (target <= 15 MB: {'ok' if size <= 15 * MB else 'MISSED'})"
-    )
+    verdict = "ok" if size <= 15 * MB else "MISSED"
+    print(f"\n2. Heads view payload at 512 tokens: {size / MB:.2f} MB (target <= 15 MB: {verdict})")
     print("\n3. Rerun after a control change, seed sentence, median server time (target <= 0.300 s)")
     for name, secs in control_reruns().items():
         print(f"   {name:<12} {secs:.3f} s  {'ok' if secs <= 0.3 else 'MISSED'}")

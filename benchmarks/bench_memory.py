@@ -89,9 +89,8 @@ def main() -> None:
     peak = peak_mb()
     print(f"peak resident memory: {peak:.0f} MB (target <= 1536 MB: {'ok' if peak <= 1536 else 'MISSED'})")
     growth = last - first
-    print(
-        f"growth over the last {args.inputs - half} inputs: {growth:+.0f} MB ({'levels off' if growth < 100 else 'GROWS'})"
-    )
+    verdict = "levels off" if growth < 100 else "GROWS"
+    print(f"growth over the last {args.inputs - half} inputs: {growth:+.0f} MB ({verdict})")
 
 
 if __name__ == "__main__":
