@@ -7,6 +7,7 @@ distinct (see loading.distinct_labels) or a categorical axis would merge repeate
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 
@@ -47,6 +48,45 @@ def block_labels(tokens: Sequence[str], f: int) -> list[str]:
     """Axis labels for f-token blocks: "first–last: first token" (distinct by position)."""
     n = len(tokens)
     return [f"{a}–{min(a + f, n) - 1}: {tokens[a]}" for a in range(0, n, f)]
+
+
+def _esc(value: object) -> object:
+    """Text for Plotly, shown as typed: Plotly renders a few tags (<b>, <a href>, <span style>, <br>)
+    in labels, titles and hover text, so & < > become entities (which it displays literally)."""
+    return html.escape(value, quote=False) if isinstance(value, str) else value
+
+
+def _esc_seq(values):
+    if isinstance(values, tuple | list):
+        return type(values)(_esc(v) for v in values)
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return np.vectorize(_esc, otypes=[object])(values) if values.size else values
+    return values
+
+
+def safe(fig: go.Figure) -> go.Figure:
+    """Escape every text that can come from users (token labels, titles, names) in a finished figure.
+
+    Hover templates are ours and never embed user text: they refer to %{x}, %{y}, %{meta}, %{customdata},
+    which are escaped here.
+    """
+    for trace in fig.data:
+        for attr in ("x", "y", "customdata"):
+            values = getattr(trace, attr, None)
+            if values is not None:
+                setattr(trace, attr, _esc_seq(values))
+        for attr in ("name", "meta"):
+            if isinstance(getattr(trace, attr, None), str):
+                setattr(trace, attr, _esc(getattr(trace, attr)))
+    layout = fig.layout
+    if layout.title and layout.title.text:
+        layout.title.text = _esc(layout.title.text)
+    for ann in layout.annotations or ():
+        ann.text = _esc(ann.text)
+    for axis in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
+        if layout[axis].ticktext is not None:
+            layout[axis].ticktext = _esc_seq(list(layout[axis].ticktext))
+    return fig
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
@@ -146,7 +186,7 @@ def heads_grid(
         clickmode="event+select",
         dragmode="zoom",
     )
-    return fig
+    return safe(fig)
 
 
 def matrix_heatmap(
@@ -190,7 +230,7 @@ def matrix_heatmap(
         height=height or int(min(720, max(300, 26 * rows + 140))),
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
     )
-    return fig
+    return safe(fig)
 
 
 def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int = 4) -> go.Figure:
@@ -209,7 +249,8 @@ def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int
                 x=labels,
                 y=w,
                 marker={"color": w, "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
-                hovertemplate=f"{labels[query]} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
+                hovertemplate=f"%{{meta}} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
+                meta=labels[query],
                 showlegend=False,
             ),
             row=i // cols + 1,
@@ -222,7 +263,7 @@ def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int
         height=max(300, 230 * rows + 80),
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
     )
-    return fig
+    return safe(fig)
 
 
 def head_bars(values: dict[str, np.ndarray], names: Sequence[str], title: str) -> go.Figure:
@@ -236,7 +277,7 @@ def head_bars(values: dict[str, np.ndarray], names: Sequence[str], title: str) -
         )
     fig.update_xaxes(type="category")
     fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=320)
-    return fig
+    return safe(fig)
 
 
 def lines(x: Sequence[float], series: dict[str, Sequence[float]], title: str, x_title: str) -> go.Figure:
@@ -256,7 +297,7 @@ def lines(x: Sequence[float], series: dict[str, Sequence[float]], title: str, x_
         )
     fig.update_xaxes(type="category", title={"text": x_title})
     fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=330)
-    return fig
+    return safe(fig)
 
 
 def token_bars(tokens: Sequence[str], series: dict[str, np.ndarray], title: str) -> go.Figure:
@@ -270,7 +311,7 @@ def token_bars(tokens: Sequence[str], series: dict[str, np.ndarray], title: str)
         )
     fig.update_xaxes(type="category", tickangle=-60)
     fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=200 * len(series) + 120)
-    return fig
+    return safe(fig)
 
 
 def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
@@ -328,7 +369,7 @@ def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         clickmode="event+select",
     )
-    return fig
+    return safe(fig)
 
 
 def paired_bars(keys: Sequence[str], a: np.ndarray, b: np.ndarray, names: tuple[str, str], title: str) -> go.Figure:
@@ -343,4 +384,4 @@ def paired_bars(keys: Sequence[str], a: np.ndarray, b: np.ndarray, names: tuple[
     fig.update_layout(
         barmode="group", title={"text": title, "font": {"size": 14}}, height=380, legend={"orientation": "h", "y": 1.1}
     )
-    return fig
+    return safe(fig)

@@ -159,14 +159,36 @@ class LoadedModel:
         return next(self.model.parameters()).device
 
 
+# Hosted mode: MHA_VIZ_ALLOWED_MODELS="gpt2,distilgpt2,..." (or MHA_VIZ_HOSTED=1 for DEFAULT_ALLOWED)
+# limits models to an allow-list of hub ids; local folders are then refused. The bundled model is always allowed.
+DEFAULT_ALLOWED = ("gpt2", "distilgpt2", "bert-base-uncased", "distilbert-base-uncased", "roberta-base")
+
+
+def allowed_models() -> tuple[str, ...] | None:
+    """The hosted-mode allow-list of model ids, or None when any supported model may be loaded."""
+    listed = os.environ.get("MHA_VIZ_ALLOWED_MODELS", "").strip()
+    if listed:
+        return tuple(m.strip() for m in listed.split(",") if m.strip())
+    if os.environ.get("MHA_VIZ_HOSTED", "").strip().lower() in ("1", "true", "yes"):
+        return DEFAULT_ALLOWED
+    return None
+
+
 def _source(name: str | None) -> tuple[str, bool]:
-    """(path or hub id, is_bundled) for a user-given model name; refuses malformed names."""
+    """(path or hub id, is_bundled) for a user-given model name; refuses malformed names, and in
+    hosted mode anything off the allow-list, before any file or network access."""
     if name is None or name.strip().lower() in _DEFAULT_ALIASES:
         return str(bundled_model_dir()), True
     name = name.strip()
+    allowed = allowed_models()
+    if allowed is not None and name not in allowed:
+        shown = name if _HUB_ID.match(name) else "that model"
+        raise MhaVizError(
+            f"{shown} is not available on this server; choose {DEFAULT_MODEL} or one of: {', '.join(allowed)}"
+        )
     if name.lower() in _SMOLLM2_ALIASES:
         return str(smollm2_dir()), False
-    if os.path.isdir(name):
+    if os.path.isdir(name):  # in hosted mode only an allow-listed folder gets here
         return name, False
     if not _HUB_ID.match(name) or ".." in name:
         raise MhaVizError(f"{name!r} is neither a local folder nor a Hugging Face model id; {SUPPORTED_TEXT}")
@@ -301,18 +323,33 @@ def distinct_labels(pieces: list[str]) -> tuple[str, ...]:
     return tuple(labels)
 
 
+MAX_TEXT_CHARS = 20_000  # checked before tokenising: a megabyte of text is refused at once
+
+
+def clean_text(text: object) -> str:
+    """The text to tokenise, or a clear error: not empty, not over MAX_TEXT_CHARS characters, and
+    with lone surrogates (which cannot be encoded, e.g. from a broken URL) replaced by U+FFFD."""
+    if not isinstance(text, str) or not text.strip():
+        raise MhaVizError("the text is empty; type a sentence to analyse")
+    if len(text) > MAX_TEXT_CHARS:
+        raise MhaVizError(f"the text has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}. Shorten it")
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def tokenize(lm: LoadedModel, text: str) -> Tokens:
     """Tokenise ``text`` with the model's tokenizer (special tokens included).
 
-    Raises MhaVizError for empty text and for texts over the model's token limit.
+    Raises MhaVizError for empty or over-long text, text with nothing but special tokens, and
+    texts over the model's token limit.
     """
-    if not isinstance(text, str) or not text.strip():
-        raise MhaVizError("the text is empty; type a sentence to analyse")
+    text = clean_text(text)
     tok = lm.tokenizer
     ids = list(tok(text, add_special_tokens=True, truncation=False)["input_ids"])
     if len(ids) > lm.max_tokens:
         raise MhaVizError(f"the text has {len(ids)} tokens; {lm.name} takes at most {lm.max_tokens}. Shorten the text")
-    special_ids = set(tok.all_special_ids)
+    special_ids = set(tok.all_special_ids) - {tok.unk_token_id}  # [UNK] stands for real text
+    if all(i in special_ids for i in ids):
+        raise MhaVizError("the text has no visible characters the model can read; type a sentence to analyse")
     pieces = [readable(tok.decode([i], clean_up_tokenization_spaces=False)) for i in ids]
     return Tokens(
         ids=tuple(ids),
