@@ -8,6 +8,16 @@ cd "$root"
 export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 "$venv/bin/ruff" check .
 "$venv/bin/ruff" format --check .
+# The browser tests (tests/e2e) drive the system Chromium; Playwright never downloads one here.
+chromium="${MHA_VIZ_CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "$chromium" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "mha-viz: installing Chromium for the browser tests (apt-get)" >&2
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+if [ ! -x "$chromium" ]; then
+  echo "mha-viz: the browser tests need Chromium at $chromium; install it (Debian: sudo apt-get install chromium) or set MHA_VIZ_CHROMIUM" >&2
+  exit 1
+fi
 set +e
 "$venv/bin/python" -m pytest "$@"
 code=$?

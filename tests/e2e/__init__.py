@@ -1,0 +1,1 @@
+"""Real-browser end-to-end tests of the dashboard (Playwright + Chromium)."""

@@ -1,0 +1,175 @@
+"""The dashboard in a real browser (headless Chromium), served by `streamlit run app.py`, bundled model.
+
+What is checked is what a person sees: Plotly's SVG (one `g.hm` group per heatmap trace, tick labels,
+subplot titles, the hover label), the tabs, the URL, and Streamlit's alerts.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote_plus
+
+from playwright.sync_api import Locator, Page, expect
+
+from conftest import SENTENCE
+from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
+from mha_viz.pipeline import Settings, pretrained_traces
+
+VIEWS = ("Heads", "Compare heads", "Head count", "W^O", "Step by step", "Overview")  # the app may add more
+CONTENT = ".js-plotly-plot, [data-testid='stDataFrame'], [data-testid='stTable']"  # a tab's figures or tables
+EXCEPTION = "[data-testid='stException']"
+ERROR_ALERT = "[data-testid='stAlert']:has([data-testid='stAlertContentError'])"
+HOVER = re.compile(r"^(.+) → (.+): (\d\.\d{3})$")  # query → key: weight (also a valid JS regex)
+
+
+def open_app(page: Page, app_url: str, query: str = "") -> None:
+    page.goto(f"{app_url}/{query}")
+    wait_for_run(page)
+
+
+def first_chart(page: Page) -> Locator:
+    """The first Plotly chart of the open tab."""
+    return page.locator("[data-testid='stTabPanel']").filter(visible=True).locator(".js-plotly-plot").first
+
+
+def heatmaps(chart: Locator) -> Locator:
+    return chart.locator("g.hm")  # one per heatmap trace (each draws one <image>)
+
+
+def tick(chart: Locator, label: str, axis: str = "x") -> Locator:
+    """The tick label ``label`` of the chart's first subplot (x or y axis)."""
+    return chart.locator(f".{axis}tick text").filter(has_text=re.compile(f"^{re.escape(label)}$"))
+
+
+def head_title(i: int) -> re.Pattern:
+    return re.compile(rf"^head {i}( · .+)?$")  # "head 3", or with a role label: "head 3 · previous token"
+
+
+def head_titles(n: int) -> list[re.Pattern]:
+    return [head_title(i) for i in range(n)]
+
+
+def type_text(page: Page, text: str) -> None:
+    """Clear the sidebar text box, type ``text``, press Enter, and wait for the new run."""
+    box = page.get_by_label("Text (press Enter)")
+    box.fill("")
+    box.press_sequentially(text)
+    box.press("Enter")
+    wait_for_run(page)
+
+
+def open_tab(page: Page, name: str) -> None:
+    tab = page.get_by_role("tab", name=name, exact=True)
+    tab.click()
+    wait_for_run(page)
+    expect(tab).to_have_attribute("aria-selected", "true")
+
+
+def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
+    open_app(page, app_url, "?text=humpty+dumpty+sat+on")  # start elsewhere, so typing must change the figure
+    chart = first_chart(page)
+    expect(tick(chart, "dump")).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
+    expect(tick(chart, "animal")).to_have_count(0)
+
+    type_text(page, SENTENCE)
+    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+    expect(chart.locator(".annotation-text")).to_have_text(head_titles(12))
+    for label in ("animal", "the (1)", "the (7)", "[CLS]", "[SEP]"):
+        expect(tick(chart, label, "x")).to_have_count(1)
+        expect(tick(chart, label, "y")).to_have_count(1)
+    expect(tick(chart, "dump")).to_have_count(0)
+    expect(page.get_by_label("Text (press Enter)")).to_have_value(SENTENCE)
+
+
+def test_hover_shows_the_real_weight(page: Page, app_url: str, minilm) -> None:
+    _, (trace,) = pretrained_traces(minilm, SENTENCE, [0], Settings())
+    tokens, pattern = list(trace.tokens), trace.pattern.numpy()  # pattern [12, n, n]
+    n = len(tokens)
+    open_app(page, app_url)
+    chart = first_chart(page)
+    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+    expect(chart.locator(".xtick text")).to_have_text(tokens)  # head 0's key axis, left to right
+    chart.scroll_into_view_if_needed()
+    cells = chart.locator("g.subplot.xy g.hm image")  # head 0's n × n cells
+    expect(cells).to_have_count(1)
+    box = cells.bounding_box()
+    assert box is not None and box["width"] > 3 * n and box["height"] > 3 * n, box
+    label = page.locator(".hoverlayer .hovertext text.nums")
+    for query, key in (("it", "animal"), ("the (7)", "street"), ("[CLS]", "[SEP]"), ("tired", "the (1)")):
+        page.mouse.move(1, 1)  # away first, so that the label read below is this cell's
+        expect(label).to_have_count(0)
+        q, k = tokens.index(query), tokens.index(key)
+        page.mouse.move(box["x"] + (k + 0.5) * box["width"] / n, box["y"] + (q + 0.5) * box["height"] / n, steps=3)
+        expect(label).to_have_text(HOVER)
+        expect(page.locator(".hoverlayer .hovertext text.name")).to_have_text(head_title(0))
+        m = HOVER.match(label.text_content() or "")
+        assert m is not None
+        shown_query, shown_key, shown = m[1], m[2], float(m[3])
+        assert (shown_query, shown_key) == (query, key), "the hover names another cell than the one under the mouse"
+        real = float(pattern[0, tokens.index(shown_query), tokens.index(shown_key)])
+        assert abs(shown - real) <= 0.0005, f"{query} → {key}: shown {shown}, model {real:.6f}"
+
+
+def test_every_tab_renders(page: Page, app_url: str) -> None:
+    open_app(page, app_url, "?view=Overview")  # Overview from the URL, clicked again last: a round trip
+    tabs = page.get_by_role("tab")
+    expect(tabs.first).to_have_text(VIEWS[0])
+    expect(page.get_by_role("tab", name="Overview", exact=True)).to_have_attribute("aria-selected", "true")
+    names = tabs.all_inner_texts()
+    assert set(VIEWS) <= set(names), names
+    names.remove("Overview")
+    for name in (*names, "Overview"):
+        open_tab(page, name)
+        expect(page.locator(EXCEPTION)).to_have_count(0)
+        expect(page.locator(ERROR_ALERT)).to_have_count(0)
+        panel = page.locator("[data-testid='stTabPanel']").filter(visible=True)
+        expect(panel.locator(CONTENT).first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
+        if name in VIEWS:
+            expect(first_chart(page)).to_be_visible(timeout=RENDER_TIMEOUT_MS)
+        if name != VIEWS[0]:
+            expect(page).to_have_url(re.compile(rf"[?&]view={re.escape(quote_plus(name))}(&|$)"))
+
+
+def test_head_count_selector_regroups_the_heads(page: Page, app_url: str) -> None:
+    open_app(page, app_url, "?view=Overview")  # a light view to start from (Heads is the slowest to draw)
+    open_tab(page, "Head count")
+    chart = first_chart(page)
+    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+    select = page.get_by_role("combobox", name="Head count")
+    expect(select).to_have_value("12")
+    select.click()
+    expect(page.get_by_role("option")).to_have_text(["1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64"])
+    page.get_by_role("option", name="4", exact=True).click()
+    wait_for_run(page)
+    expect(select).to_have_value("4")
+    expect(heatmaps(chart)).to_have_count(4, timeout=RENDER_TIMEOUT_MS)
+    expect(chart.locator(".annotation-text")).to_have_text(head_titles(4))
+    expect(page).to_have_url(re.compile(r"[?&]hc=4(&|$)"))
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+
+
+def test_url_restores_tab_and_head_count(page: Page, app_url: str) -> None:
+    open_app(page, app_url, "?view=Head+count&hc=6")
+    expect(page.get_by_role("tab", name="Head count", exact=True)).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("combobox", name="Head count")).to_have_value("6")
+    chart = first_chart(page)
+    expect(heatmaps(chart)).to_have_count(6, timeout=RENDER_TIMEOUT_MS)
+    expect(chart.locator(".annotation-text")).to_have_text(head_titles(6))
+
+
+def test_empty_text_shows_an_error_and_the_app_recovers(page: Page, app_url: str) -> None:
+    open_app(page, app_url)
+    expect(heatmaps(first_chart(page))).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+
+    type_text(page, "   ")
+    expect(page.locator(ERROR_ALERT)).to_have_count(1)
+    expect(page.locator(ERROR_ALERT)).to_contain_text("empty")
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+
+    type_text(page, "The cat sat on the mat and the cat slept")
+    expect(page.locator(ERROR_ALERT)).to_have_count(0)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    chart = first_chart(page)
+    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+    expect(tick(chart, "mat")).to_have_count(1)
+    expect(tick(chart, "cat (2)")).to_have_count(1)
