@@ -132,8 +132,10 @@ def heads_grid(
         rows=rows,
         cols=cols,
         subplot_titles=titles,
-        horizontal_spacing=0.06,
-        vertical_spacing=min(0.12, 0.5 / rows) if rows > 1 else 0.0,
+        shared_xaxes=True,  # token labels on the outer axes only: a third of the text to lay out
+        shared_yaxes=True,
+        horizontal_spacing=0.015,
+        vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
     )
     z = _f32(pattern)
     labels = list(tokens)
@@ -233,21 +235,28 @@ def matrix_heatmap(
     return safe(fig)
 
 
-def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int = 4) -> go.Figure:
-    """For one query token, a bar chart per head of the weight it puts on every key token.
+FOCUS_TOP_KEYS = 24  # beyond this many tokens, each head's bars show its largest weights only
 
-    Shapes: pattern [n_heads, query_pos, key_pos].
+
+def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int = 4) -> go.Figure:
+    """For one query token, a bar chart per head of the weight it puts on each key token.
+
+    With more than FOCUS_TOP_KEYS tokens, each head shows its FOCUS_TOP_KEYS largest weights (in
+    text order), so the bars stay readable and quick to draw. Shapes: pattern [n_heads, query_pos, key_pos].
     """
-    h = int(pattern.shape[0])
+    h, n = int(pattern.shape[0]), len(tokens)
     rows, cols = _grid(h, cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {i}" for i in range(h)], shared_yaxes=True)
+    top = n > FOCUS_TOP_KEYS
+    titles = [f"head {i}" for i in range(h)]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True, shared_xaxes=not top)
     labels = list(tokens)
     for i in range(h):
         w = _f32(pattern[i, query])
+        keys = np.sort(np.argsort(-w, kind="stable")[:FOCUS_TOP_KEYS]) if top else np.arange(n)
         fig.add_trace(
             go.Bar(
-                x=labels,
-                y=w,
+                x=[labels[k] for k in keys],
+                y=w[keys],
                 marker={"color": w, "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
                 hovertemplate=f"%{{meta}} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
                 meta=labels[query],
@@ -259,7 +268,11 @@ def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int
     fig.update_xaxes(type="category", tickangle=-60, tickfont={"size": 9})
     fig.update_yaxes(range=[0, 1])
     fig.update_layout(
-        title={"text": f"Where “{labels[query]}” attends, head by head", "font": {"size": 14}},
+        title={
+            "text": f"Where “{labels[query]}” attends, head by head"
+            + (f" (each head's {FOCUS_TOP_KEYS} largest weights)" if top else ""),
+            "font": {"size": 14},
+        },
         height=max(300, 230 * rows + 80),
         margin={"l": 10, "r": 10, "t": 70, "b": 10},
     )

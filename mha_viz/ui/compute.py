@@ -108,27 +108,24 @@ def get_base(src: Source, text: str, layer: int) -> Base:
     return Base(tokens, xs[layer], layer_weights(lm, layer), lm.causal, lm.n_layers, lm.name)
 
 
+def _trace(src: Source, text: str, layer: int, settings: Settings) -> AttentionTrace:
+    b = get_base(src, text, layer)
+    return compute_trace(
+        edit_weights(b.weights, settings), b.x, b.tokens.labels,
+        causal=b.causal or settings.causal, scaled=settings.scaled, device=settings.device, dtype=settings.dtype,
+    )  # fmt: skip
+
+
 @st.cache_data(show_spinner=False, max_entries=64, max_size="256MB")
 def get_trace(src: Source, text: str, layer: int, settings: Settings) -> AttentionTrace:
     """The traced layer after the what-if edits in ``settings``."""
-    b = get_base(src, text, layer)
-    trace = compute_trace(
-        edit_weights(b.weights, settings),
-        b.x,
-        b.tokens.labels,
-        causal=b.causal or settings.causal,
-        scaled=settings.scaled,
-        device=settings.device,
-        dtype=settings.dtype,
-    )
-    trace.head_out  # noqa: B018 - computed here so the cached copy carries it
-    return trace
+    return _trace(src, text, layer, settings)
 
 
 @st.cache_data(show_spinner=False, max_entries=16, max_size="192MB")
 def get_all_patterns(src: Source, text: str, settings: Settings, n_layers: int) -> np.ndarray:
-    """Every layer's pattern. Shapes: [n_layers, n_heads, pos, pos] float32."""
-    return np.stack([get_trace(src, text, i, settings).pattern.numpy() for i in range(n_layers)]).astype(np.float32)
+    """Every layer's pattern (only the patterns are kept). Shapes: [n_layers, n_heads, pos, pos] float32."""
+    return np.stack([_trace(src, text, i, settings).pattern.numpy() for i in range(n_layers)]).astype(np.float32)
 
 
 def sweep_counts(width: int) -> list[int]:

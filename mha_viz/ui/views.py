@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import head_distances, head_stats, similarity_order
+from mha_viz.analysis import head_distances, head_roles, head_stats, is_punctuation, similarity_order
 from mha_viz.figures import GRID_MAX_CELLS, focus_bars, head_bars, heads_grid, matrix_heatmap, overview
 from mha_viz.pipeline import Settings
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import csv_bytes, downloads, head_names, plot, shown, trace_shown
-from mha_viz.ui.compute import Base, get_all_patterns, get_roles, get_trace
+from mha_viz.ui.compute import Base, get_all_patterns, get_trace
 from mha_viz.ui.sidebar import Controls
 
 
@@ -75,9 +75,15 @@ def heads_view(ctx: Ctx) -> None:
             "the head opened below shows every weight."
         )
     titles = head_names(h)
-    if not ctx.c.src.own and not ctx.c.hide_special and h == ctx.base.weights.n_heads:
-        roles = get_roles(ctx.c.src, ctx.c.text, ctx.settings, ctx.base.n_layers)
-        titles = [f"head {r['head']} · {r['label']}" for r in roles if r["layer"] == ctx.layer]
+    if not ctx.c.hide_special:  # role labels from this layer's own pattern (thresholds in Head roles)
+        pieces = ctx.base.tokens.pieces
+        roles = head_roles(
+            t.pattern.numpy(),
+            np.asarray(ctx.special),
+            np.asarray([is_punctuation(p) for p in pieces]),
+            [p for p, s in zip(pieces, ctx.special, strict=True) if s],
+        )
+        titles = [f"head {i} · {label}" for i, label in enumerate(roles["label"])]
     fig = heads_grid(sh.pattern, sh.labels, titles)
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 

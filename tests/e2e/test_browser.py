@@ -37,8 +37,14 @@ def heatmaps(chart: Locator) -> Locator:
 
 
 def tick(chart: Locator, label: str, axis: str = "x") -> Locator:
-    """The tick label ``label`` of the chart's first subplot (x or y axis)."""
-    return chart.locator(f".{axis}tick text").filter(has_text=re.compile(f"^{re.escape(label)}$"))
+    """The tick labels ``label`` of the chart (x or y axes; the head grid labels its outer axes only,
+    so a token appears once per outer axis)."""
+    return chart.locator(ticks(axis)).filter(has_text=re.compile(f"^{re.escape(label)}$"))
+
+
+def ticks(axis: str = "x") -> str:
+    """Tick label texts of every x (or y) axis: Plotly names them xtick, x9tick, ... per subplot axis."""
+    return f"g[class^='{axis}'][class$='tick'] text"
 
 
 def head_title(i: int) -> re.Pattern:
@@ -68,15 +74,15 @@ def open_tab(page: Page, name: str) -> None:
 def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
     open_app(page, app_url, "?text=humpty+dumpty+sat+on")  # start elsewhere, so typing must change the figure
     chart = first_chart(page)
-    expect(tick(chart, "dump")).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
+    expect(tick(chart, "dump").first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
     expect(tick(chart, "animal")).to_have_count(0)
 
     type_text(page, SENTENCE)
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     expect(chart.locator(".annotation-text")).to_have_text(head_titles(12))
     for label in ("animal", "the (1)", "the (7)", "[CLS]", "[SEP]"):
-        expect(tick(chart, label, "x")).to_have_count(1)
-        expect(tick(chart, label, "y")).to_have_count(1)
+        expect(tick(chart, label, "x")).to_have_count(4)  # the bottom row's four key axes
+        expect(tick(chart, label, "y")).to_have_count(3)  # the left column's three query axes
     expect(tick(chart, "dump")).to_have_count(0)
     expect(page.get_by_label("Text (press Enter)")).to_have_value(SENTENCE)
 
@@ -88,7 +94,8 @@ def test_hover_shows_the_real_weight(page: Page, app_url: str, minilm) -> None:
     open_app(page, app_url)
     chart = first_chart(page)
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
-    expect(chart.locator(".xtick text")).to_have_text(tokens)  # head 0's key axis, left to right
+    expect(chart.locator(ticks("x"))).to_have_count(4 * n)  # four bottom key axes, shared by each column
+    assert chart.locator(ticks("x")).all_text_contents()[:n] == tokens  # left to right
     chart.scroll_into_view_if_needed()
     cells = chart.locator("g.subplot.xy g.hm image")  # head 0's n × n cells
     expect(cells).to_have_count(1)
@@ -171,5 +178,5 @@ def test_empty_text_shows_an_error_and_the_app_recovers(page: Page, app_url: str
     expect(page.locator(EXCEPTION)).to_have_count(0)
     chart = first_chart(page)
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
-    expect(tick(chart, "mat")).to_have_count(1)
-    expect(tick(chart, "cat (2)")).to_have_count(1)
+    expect(tick(chart, "mat")).to_have_count(4)  # once per bottom key axis
+    expect(tick(chart, "cat (2)")).to_have_count(4)

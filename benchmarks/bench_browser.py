@@ -1,0 +1,96 @@
+"""In a real browser: cold start, and the Heads view of a 512-token text.
+
+Run:  python benchmarks/bench_browser.py
+  1. Cold start: seconds from `streamlit run` to the first chart drawn in Chromium (torch import and
+     model load included). Target: <= 15 s.
+  2. Heads view at 512 tokens: seconds from pressing Enter to the 12 heatmaps drawn, and bytes the
+     browser received over the websocket meanwhile; then a hover on the opened head must show a weight.
+     Targets: <= 3 s, <= 15 MB.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import CHROMIUM, CHROMIUM_ARGS, DONE, FIRST_GRID_JS, SENTENCE, App, check_chromium
+from playwright.sync_api import sync_playwright
+
+MB = 1e6
+
+
+def long_text(n_tokens: int = 512) -> str:
+    from transformers import AutoTokenizer
+
+    from mha_viz.loading import bundled_model_dir
+
+    tok = AutoTokenizer.from_pretrained(bundled_model_dir())
+    ids = tok((SENTENCE + ". ") * 80)["input_ids"][1 : n_tokens - 1]
+    return tok.decode(ids)
+
+
+def main() -> None:
+    check_chromium()
+    text = long_text()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        app = App()
+        try:
+            app.wait()
+            page = browser.new_page(viewport={"width": 1500, "height": 1200})
+            page.goto(app.url)
+            page.wait_for_function(f"({FIRST_GRID_JS})() && ({FIRST_GRID_JS})().n === 12", timeout=120_000)
+            page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
+            cold = time.perf_counter() - app.started
+            print(f"1. cold start to first chart: {cold:.1f} s (target <= 15 s: {'ok' if cold <= 15 else 'MISSED'})")
+
+            received = {"bytes": 0}
+
+            def on_ws(ws) -> None:
+                ws.on("framereceived", lambda payload: received.__setitem__("bytes", received["bytes"] + len(payload)))
+
+            page2 = browser.new_page(viewport={"width": 1500, "height": 1200})
+            page2.on("websocket", on_ws)
+            page2.goto(app.url)
+            page2.wait_for_function(f"({FIRST_GRID_JS})() && ({FIRST_GRID_JS})().n === 12", timeout=120_000)
+            page2.wait_for_selector(DONE)
+            box = page2.get_by_label("Text (press Enter)")
+            box.fill(text)
+            received["bytes"] = 0
+            t0 = time.perf_counter()
+            box.press("Enter")
+            page2.wait_for_function(
+                f"(() => {{ const g = ({FIRST_GRID_JS})(); return g && g.n === 12 && g.x.length === 128; }})()",
+                timeout=60_000,
+            )
+            page2.wait_for_selector(".js-plotly-plot .heatmaplayer")
+            took = time.perf_counter() - t0
+            page2.wait_for_selector(DONE)
+            mb = received["bytes"] / MB
+            print(
+                f"2. Heads view, 512 tokens: {took:.2f} s to 12 heatmaps (target <= 3 s: "
+                f"{'ok' if took <= 3 else 'MISSED'}), {mb:.2f} MB over the websocket "
+                f"(target <= 15 MB: {'ok' if mb <= 15 else 'MISSED'})"
+            )
+            big_plot = page2.locator(".js-plotly-plot").nth(1)  # the opened head, every weight
+            big_plot.scroll_into_view_if_needed()
+            big = big_plot.locator("g.hm image").first.bounding_box()
+            page2.mouse.move(1, 1)
+            page2.mouse.move(big["x"] + big["width"] * 0.3, big["y"] + big["height"] * 0.6, steps=3)
+            page2.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+            hover = page2.locator(".hoverlayer .hovertext").first.text_content() or ""
+            ok = re.search(r"→ .*: \d\.\d{3}", hover.replace("\n", " ")) is not None
+            print(f"   hover on the opened head: {hover!r} ({'ok' if ok else 'MISSED'})")
+            print(f"   server resident memory now {app.rss_mb():.0f} MB, peak {app.peak_mb():.0f} MB")
+        finally:
+            app.__exit__()
+            browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Shared by the browser benchmarks: start the real app server, read its metrics, drive system Chromium.
+
+Same setup as tests/e2e (system Chromium, never `playwright install`; the app as `streamlit run`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("MHA_VIZ_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+SENTENCE = "The animal didn't cross the street because it was too tired"
+DONE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+            return resp.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+class App:
+    """`streamlit run app.py` on a free loopback port, stopped on exit (a context manager)."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = Path(tempfile.mkstemp(prefix="mha-viz-app-", suffix=".log")[1])
+        cmd = [
+            sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+            "--server.port", str(self.port), "--server.address", "127.0.0.1",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+        ]  # fmt: skip
+        self.started = time.perf_counter()
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=out)
+
+    def wait(self, timeout: float = 120) -> App:
+        deadline = time.monotonic() + timeout
+        while not healthy(self.url):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        return self
+
+    def rss_mb(self) -> float:
+        """The server's resident memory now (MB)."""
+        return _status_mb(self.proc.pid, "VmRSS")
+
+    def peak_mb(self) -> float:
+        return _status_mb(self.proc.pid, "VmHWM")
+
+    def metrics(self) -> dict[str, float]:
+        """Streamlit's own gauges: active_sessions and cache memory (bytes) by cache."""
+        with urllib.request.urlopen(f"{self.url}/_stcore/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            m = re.match(r"^(active_sessions|cache_memory_bytes)(\{[^}]*\})?\s+([0-9.e+]+)$", line)
+            if m:
+                out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+        return out
+
+    def __enter__(self) -> App:
+        return self.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.unlink(missing_ok=True)
+
+
+def _status_mb(pid: int, field: str) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def check_chromium() -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        sys.exit(f"Chromium not found at {CHROMIUM}: apt-get install chromium (or set MHA_VIZ_CHROMIUM)")
+
+
+FIRST_GRID_JS = """() => {
+  const plot = document.querySelector('.js-plotly-plot');
+  if (!plot || !plot.data) return null;
+  const maps = plot.data.filter(t => t.type === 'heatmap');
+  if (!maps.length) return null;
+  const z = maps[0].z;
+  return {n: maps.length, x: Array.from(maps[0].x), z: Array.from(z, row => Array.from(row))};
+}"""
