@@ -103,10 +103,11 @@ def check_chromium() -> None:
         sys.exit(f"Chromium not found at {CHROMIUM}: apt-get install chromium (or set MHA_VIZ_CHROMIUM)")
 
 
+# The first chart's heatmaps as Plotly drew them (_fullData: typed arrays decoded into rows).
 FIRST_GRID_JS = """() => {
   const plot = document.querySelector('.js-plotly-plot');
-  if (!plot || !plot.data) return null;
-  const maps = plot.data.filter(t => t.type === 'heatmap');
+  if (!plot || !plot._fullData) return null;
+  const maps = plot._fullData.filter(t => t.type === 'heatmap');
   if (!maps.length) return null;
   const z = maps[0].z;
   return {n: maps.length, x: Array.from(maps[0].x), z: Array.from(z, row => Array.from(row))};
