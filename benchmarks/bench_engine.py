@@ -2,7 +2,8 @@
 
 Run:  python benchmarks/bench_engine.py [--device cpu|cuda] [--sizes 16,128,512,2048]
 All three compute the same layer (d_model 512, 8 heads, same weights) in the same run; the
-figures are medians of calls timed in turns. Target: ours <= 1.1x torch MHA at n <= 512 on CPU.
+figures are medians of calls timed in turns. Targets: ours <= 1.1x torch MHA at n <= 512 on CPU,
+<= 1.5x at n = 2048.
 "+head_out" also computes every head's contribution after W^O (the trace does that lazily, on
 first access, because it costs about as much as the output projection itself).
 """
@@ -25,7 +26,8 @@ from mha_viz.attention import compute_trace
 from mha_viz.own import from_torch_mha
 
 D_MODEL, HEADS = 512, 8
-TARGET = 1.1
+TARGET = 1.1  # n <= 512
+TARGET_LONG = 1.5  # n = 2048 (and it must fit in memory)
 
 
 def interleaved_medians(fns: list, device: torch.device, budget_s: float, min_reps: int = 7) -> list[float]:
@@ -89,7 +91,8 @@ def main() -> None:
                 args.budget,
             )
         ratio = ours / ref
-        verdict = ("ok" if ratio <= TARGET else "MISSED") if n <= 512 else "-"
+        limit = TARGET if n <= 512 else TARGET_LONG
+        verdict = f"<= {limit}x " + ("ok" if ratio <= limit else "MISSED")
         print(f"{n:>6} {ours * 1e3:>10.3f} {ours_ho * 1e3:>10.3f} {ref * 1e3:>10.3f} {fast * 1e3:>10.3f} "
               f"{ratio:>7.2f}x {ours_ho / ref:>11.2f}x {ours / fast:>7.2f}x  {verdict}")  # fmt: skip
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Every benchmark, one after the other (about 10 minutes on 2 cores). Installs the benchmark-only
+# tools (bertviz) into the project's venv first. Each script prints its figures, targets and ratios.
+#   bash benchmarks/run_all.sh            all of them
+#   bash benchmarks/run_all.sh --quick    skip the 10-user load test
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${MHA_VIZ_VENV:-$root/.venv}"
+bash "$root/scripts/setup.sh" --dev
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$root/constraints.txt" -r "$root/requirements-bench.txt"
+cd "$root"
+export TOKENIZERS_PARALLELISM=false HF_HUB_DISABLE_TELEMETRY=1
+py="$venv/bin/python"
+echo "== engine: trace vs torch MultiheadAttention and SDPA ==";   "$py" benchmarks/bench_engine.py
+echo; echo "== app, server side (and bertviz, same run) ==";         "$py" benchmarks/bench_app.py
+echo; echo "== browser: cold start, 512-token heads view ==";        "$py" benchmarks/bench_browser.py
+echo; echo "== memory over 200 inputs ==";                           "$py" benchmarks/bench_memory.py
+if [ "${1:-}" != "--quick" ]; then
+  echo; echo "== 10 concurrent users ==";                            "$py" benchmarks/load_test.py --users 10 --seconds 150
+fi
