@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 WEIGHT_HOVER = "%{y} → %{x}: %{z:.3f}<extra>%{meta}</extra>"
-CELL_HOVER = "%{customdata[1]} → %{customdata[2]}: %{customdata[3]:.3f}<extra>%{customdata[0]}</extra>"
+CELL_HOVER = "%{y} → %{x}: %{customdata[0]:.3f}<extra>%{meta}</extra>"
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
 CLICK_OVERLAY_MAX_CELLS = 10_000  # per figure; above this, heads open from the selector only
@@ -141,9 +141,12 @@ def heads_grid(
     labels = list(tokens)
     overlay = clickable and h * n * n <= CLICK_OVERLAY_MAX_CELLS
     qi, ki = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    cell_x = [labels[k] for k in ki.ravel()]  # key label of every cell, row by row
+    cell_y = [labels[q] for q in qi.ravel()]  # query label of every cell
+    traces, at_rows, at_cols = [], [], []
     for i in range(h):
         r, c = i // cols + 1, i % cols + 1
-        fig.add_trace(
+        traces.append(
             go.Heatmap(
                 z=z[i],
                 x=labels,
@@ -153,31 +156,28 @@ def heads_grid(
                 meta=titles[i],
                 hoverinfo="skip" if overlay else None,
                 name=titles[i],
-            ),
-            row=r,
-            col=c,
+            )
         )
-        if overlay:
-            custom = np.empty((n * n, 4), dtype=object)
-            custom[:, 0] = titles[i]
-            custom[:, 1] = np.asarray(labels, dtype=object)[qi.ravel()]
-            custom[:, 2] = np.asarray(labels, dtype=object)[ki.ravel()]
-            custom[:, 3] = z[i].ravel().astype(float)
-            fig.add_trace(
+        at_rows.append(r)
+        at_cols.append(c)
+        if overlay:  # customdata per cell: (weight, head), numeric, so it travels as a typed array
+            custom = np.stack([z[i].ravel(), np.full(n * n, i, dtype=np.float32)], axis=1)
+            traces.append(
                 go.Scatter(
-                    x=[labels[k] for k in ki.ravel()],
-                    y=[labels[q] for q in qi.ravel()],
+                    x=cell_x,
+                    y=cell_y,
                     mode="markers",
                     marker={"size": 12, "opacity": 0},
                     customdata=custom,
                     hovertemplate=CELL_HOVER,
                     showlegend=False,
                     name=f"{titles[i]} cells",
-                    meta=i,
-                ),
-                row=r,
-                col=c,
+                    meta=titles[i],
+                )
             )
+            at_rows.append(r)
+            at_cols.append(c)
+    fig.add_traces(traces, rows=at_rows, cols=at_cols)
     _style_attention_axes(fig, n)
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},

@@ -30,7 +30,8 @@ def test_heads_grid_small_text_is_exact_and_clickable() -> None:
     assert len(maps) == 3 and len(overlays) == 3
     np.testing.assert_array_equal(maps[2].z, p[2])
     assert list(maps[0].x) == tokens and maps[0].z.dtype == np.float32
-    assert overlays[1].customdata[7][1:3].tolist() == ["the (1)", "cat"]  # cell (1, 2): query → key
+    assert (overlays[1].y[7], overlays[1].x[7]) == ("the (1)", "cat")  # cell (1, 2): query → key
+    np.testing.assert_allclose(overlays[1].customdata[7], [p[1, 1, 2], 1.0])  # (weight, head)
     assert fig.layout.coloraxis.cmin == 0.0
 
 

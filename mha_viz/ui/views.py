@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +13,7 @@ from mha_viz.analysis import head_distances, head_roles, head_stats, is_punctuat
 from mha_viz.figures import GRID_MAX_CELLS, focus_bars, head_bars, heads_grid, matrix_heatmap, overview
 from mha_viz.pipeline import Settings
 from mha_viz.trace import AttentionTrace
-from mha_viz.ui.common import csv_bytes, downloads, head_names, plot, shown, trace_shown
+from mha_viz.ui.common import Shown, csv_bytes, downloads, head_names, plot, shown, trace_shown
 from mha_viz.ui.compute import Base, get_all_patterns, get_trace
 from mha_viz.ui.sidebar import Controls
 
@@ -46,10 +47,10 @@ def _on_grid_click() -> None:
     sel = st.session_state.get("heads_grid")
     points = getattr(getattr(sel, "selection", None), "points", None) or []
     for p in points:
-        custom = p.get("customdata") or []
-        if len(custom) >= 2 and str(custom[0]).startswith("head "):
-            st.session_state["head"] = int(str(custom[0]).split()[1])
-            st.session_state["focus"] = custom[1]
+        custom = p.get("customdata") or []  # (weight, head) of the clicked cell; y is its query token
+        if len(custom) == 2:
+            st.session_state["head"] = int(custom[1])
+            st.session_state["focus"] = html.unescape(str(p.get("y", "")))
             return
 
 
@@ -87,6 +88,13 @@ def heads_view(ctx: Ctx) -> None:
     fig = heads_grid(sh.pattern, sh.labels, titles)
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
+    _head_and_focus(ctx, sh)
+
+
+@st.fragment
+def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
+    """The opened head and the focus token: a fragment, so changing them redraws only this part."""
+    h, n = sh.pattern.shape[0], len(sh.labels)
     left, right = st.columns(2)
     _valid_choice("head", list(range(h)), 0)
     head = int(
