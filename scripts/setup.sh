@@ -12,11 +12,12 @@ command -v "$python" >/dev/null 2>&1 || python=python3
 dev=0
 [ "${1:-}" = "--dev" ] && dev=1
 
-files=(requirements.txt requirements-model.txt constraints.txt)
-[ "$dev" = 1 ] && files+=(requirements-dev.txt)
-stamp="$( (cd "$root" && cat "${files[@]}") | sha256sum | cut -c1-16)-dev$dev"
-
-if [ -f "$venv/.mha-viz-stamp" ] && [ "$(cat "$venv/.mha-viz-stamp")" = "$stamp" ]; then
+hash_of() { (cd "$root" && cat "$@") | sha256sum | cut -c1-16; }
+runtime="runtime $(hash_of requirements.txt requirements-model.txt constraints.txt)"
+devtools="dev $(hash_of requirements-dev.txt constraints.txt)"
+stampfile="$venv/.mha-viz-stamp"
+# Up to date when the stamp lists the runtime hash (and, with --dev, the dev-tools hash too).
+if [ -f "$stampfile" ] && grep -qxF "$runtime" "$stampfile" && { [ "$dev" = 0 ] || grep -qxF "$devtools" "$stampfile"; }; then
   exit 0
 fi
 echo "mha-viz: setting up $venv (first run: a few minutes)" >&2
@@ -36,4 +37,4 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-
 if [ "$dev" = 1 ]; then
   "${pip[@]}" -c "$root/constraints.txt" -r "$root/requirements-dev.txt"
 fi
-echo "$stamp" > "$venv/.mha-viz-stamp"
+{ echo "$runtime"; [ "$dev" = 1 ] && echo "$devtools"; true; } > "$stampfile"
