@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -46,8 +47,20 @@ def plot(fig: go.Figure, key: str, image_format: str, on_select: Callable | str 
         "displaylogo": False,
         "toImageButtonOptions": {"format": image_format, "filename": f"mha-viz-{key}", "scale": 2},
     }
-    kwargs = {"on_select": on_select, "selection_mode": "points"} if on_select != "ignore" else {}
+    kwargs = {"on_select": _never_raises(on_select), "selection_mode": "points"} if callable(on_select) else {}
     return st.plotly_chart(fig, key=key, config=config, width="stretch", **kwargs)
+
+
+def _never_raises(callback: Callable[[], None]) -> Callable[[], None]:
+    """A click callback that cannot take the page down: an odd selection event is logged and ignored."""
+
+    def run() -> None:
+        try:
+            callback()
+        except Exception:
+            logging.getLogger("mha_viz").exception("ignored a selection event that could not be read")
+
+    return run
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:

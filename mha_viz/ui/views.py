@@ -43,11 +43,24 @@ def _valid_choice(key: str, options: list, default) -> None:
         st.session_state[key] = default
 
 
-def _on_grid_click() -> None:
-    sel = st.session_state.get("heads_grid")
+def clicked_points(chart_key: str) -> list[tuple[dict, list]]:
+    """The points of a chart's selection event, each with its customdata as a plain list.
+
+    Typed-array customdata arrives from the browser as {"0": a, "1": b}; lists stay lists.
+    """
+    sel = st.session_state.get(chart_key)
     points = getattr(getattr(sel, "selection", None), "points", None) or []
+    out = []
     for p in points:
-        custom = p.get("customdata") or []  # (weight, head) of the clicked cell; y is its query token
+        custom = p.get("customdata")
+        if isinstance(custom, dict):
+            custom = [custom[k] for k in sorted(custom, key=lambda k: int(k))]
+        out.append((p, list(custom) if isinstance(custom, list | tuple) else []))
+    return out
+
+
+def _on_grid_click() -> None:
+    for p, custom in clicked_points("heads_grid"):  # customdata (weight, head); y is the query token
         if len(custom) == 2:
             st.session_state["head"] = int(custom[1])
             st.session_state["focus"] = html.unescape(str(p.get("y", "")))
@@ -198,11 +211,8 @@ def compare_view(ctx: Ctx) -> None:
 
 
 def _on_tile_click() -> None:
-    sel = st.session_state.get("overview_fig")
-    points = getattr(getattr(sel, "selection", None), "points", None) or []
-    for p in points:
-        custom = p.get("customdata")
-        if custom is not None and len(custom) == 2:
+    for _, custom in clicked_points("overview_fig"):  # customdata (layer, head)
+        if len(custom) == 2:
             st.session_state["layer"] = int(custom[0])
             st.session_state["head"] = int(custom[1])
             st.session_state["view"] = "Heads"

@@ -180,3 +180,42 @@ def test_empty_text_shows_an_error_and_the_app_recovers(page: Page, app_url: str
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     expect(tick(chart, "mat")).to_have_count(4)  # once per bottom key axis
     expect(tick(chart, "cat (2)")).to_have_count(4)
+
+
+def test_overview_click_opens_the_head(page: Page, app_url: str) -> None:
+    open_app(page, app_url, "?view=Overview")
+    chart = first_chart(page)
+    image = chart.locator("g.hm image")
+    expect(image).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
+    chart.scroll_into_view_if_needed()
+    box = image.bounding_box()
+    assert box is not None
+    n, gap, layers, heads = 15, 2, 6, 12  # the seed sentence: 15-token tiles, 2-cell gaps
+    step = n + gap
+    width, height = heads * step - gap, layers * step - gap  # cells across the canvas
+    layer, head = 3, 5
+    x = box["x"] + (head * step + n / 2) * box["width"] / width
+    y = box["y"] + (layer * step + n / 2) * box["height"] / height
+    page.mouse.click(x, y)
+    wait_for_run(page)
+    expect(page.get_by_role("tab", name="Heads", exact=True)).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_label("Layer")).to_have_value("3")
+    expect(page.get_by_label("Open head")).to_have_value("head 5")
+    assert "layer=3" in page.url
+
+
+def test_grid_click_opens_head_and_focus(page: Page, app_url: str) -> None:
+    open_app(page, app_url)
+    chart = first_chart(page)
+    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+    chart.scroll_into_view_if_needed()
+    cells = chart.locator("g.subplot.x4y4 g.hm image")  # head 3: first row, fourth column
+    expect(cells).to_have_count(1)
+    box = cells.bounding_box()
+    assert box is not None
+    n, q, k = 15, 2, 10  # the cell "animal" → "it"
+    page.mouse.click(box["x"] + (k + 0.5) * box["width"] / n, box["y"] + (q + 0.5) * box["height"] / n)
+    wait_for_run(page)
+    expect(page.get_by_label("Open head")).to_have_value("head 3")
+    expect(page.get_by_label("Focus token (query)")).to_have_value("animal")
+    expect(page.locator(EXCEPTION)).to_have_count(0)
