@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz.analysis import drop_special
+from mha_viz.figures import focus_bars, heads_grid
 from mha_viz.trace import AttentionTrace
 
 
@@ -41,7 +42,20 @@ def trace_shown(trace: AttentionTrace, special: Sequence[bool], hide: bool) -> S
     return shown(trace.pattern.numpy(), trace.tokens, special, hide)
 
 
-def plot(fig: go.Figure, key: str, image_format: str, on_select: Callable | str = "ignore") -> object:
+@st.cache_data(show_spinner=False, max_entries=64, max_size="64MB")
+def cached_figure(builder: str, *args: object) -> dict:
+    """A figure with many panels (built by figures.<builder>), kept as its JSON-ready dict.
+
+    make_subplots with a dozen panels costs more than everything else in a rerun; the dict re-enters
+    Plotly several times faster. Keys are the plain data (arrays, label tuples), so hits are exact.
+    """
+    return FIGURE_BUILDERS[builder](*args).to_plotly_json()
+
+
+FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {"heads_grid": heads_grid, "focus_bars": focus_bars}
+
+
+def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable | str = "ignore") -> object:
     """st.plotly_chart with the toolbar's image download in the chosen format (png or svg)."""
     config = {
         "displaylogo": False,

@@ -10,10 +10,10 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import head_distances, head_roles, head_stats, is_punctuation, similarity_order
-from mha_viz.figures import GRID_MAX_CELLS, focus_bars, head_bars, heads_grid, matrix_heatmap, overview
+from mha_viz.figures import GRID_MAX_CELLS, head_bars, matrix_heatmap, overview
 from mha_viz.pipeline import Settings
 from mha_viz.trace import AttentionTrace
-from mha_viz.ui.common import Shown, csv_bytes, downloads, head_names, plot, shown, trace_shown
+from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot, shown, trace_shown
 from mha_viz.ui.compute import Base, get_all_patterns, get_trace
 from mha_viz.ui.sidebar import Controls
 
@@ -98,7 +98,7 @@ def heads_view(ctx: Ctx) -> None:
             [p for p, s in zip(pieces, ctx.special, strict=True) if s],
         )
         titles = [f"head {i} · {label}" for i, label in enumerate(roles["label"])]
-    fig = heads_grid(sh.pattern, sh.labels, titles)
+    fig = cached_figure("heads_grid", sh.pattern, tuple(sh.labels), tuple(titles))
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
     _head_and_focus(ctx, sh)
@@ -126,7 +126,7 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
         title = f"“{focus}” as the query: its weights in every head [{h} × {n}]"
         fig = matrix_heatmap(strip, sh.labels, head_names(h), title, value_name="weight")
         plot(fig, "focus_strip", ctx.c.image_format)
-    plot(focus_bars(sh.pattern, sh.labels, q, cols=4), "focus_bars", ctx.c.image_format)
+    plot(cached_figure("focus_bars", sh.pattern, tuple(sh.labels), q), "focus_bars", ctx.c.image_format)
     rows = [[f"head {i}", *(f"{v:.6g}" for v in sh.pattern[i, q])] for i in range(h)]
     downloads(
         "heads",
