@@ -91,11 +91,6 @@ def csv_bytes(header: Sequence[str], rows: Sequence[Sequence[object]]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def matrix_csv(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], corner: str) -> bytes:
-    rows = [[r, *(f"{v:.6g}" for v in matrix[i])] for i, r in enumerate(row_labels)]
-    return csv_bytes([corner, *col_labels], rows)
-
-
 def downloads(key: str, npz: dict[str, np.ndarray] | None = None, csv_data: bytes | None = None) -> None:
     """Download buttons for a view's data (.npz arrays and/or a .csv table)."""
     cols = st.columns(4)
