@@ -123,7 +123,8 @@ def save_weights(weights: AttentionWeights) -> bytes:
     return st_save(tensors, metadata=meta)
 
 
-def _parse_header(data: bytes) -> dict:
+def _parse_header(data: bytes) -> tuple[dict, dict]:
+    """The validated tensor table and the metadata table of a safetensors file."""
     if len(data) > MAX_FILE_BYTES:
         raise MhaVizError(f"weights file is {len(data) / 2**20:.1f} MB; the limit is {MAX_FILE_BYTES // 2**20} MB")
     if len(data) < 8:
@@ -137,7 +138,8 @@ def _parse_header(data: bytes) -> dict:
         raise MhaVizError("not a valid safetensors file (unreadable header); pickle files are not accepted") from None
     if not isinstance(header, dict):
         raise MhaVizError("not a valid safetensors file (header is not a table)")
-    header.pop("__metadata__", None)
+    meta = header.pop("__metadata__", None)
+    meta = meta if isinstance(meta, dict) else {}
     body = len(data) - 8 - n
     for name, info in header.items():
         if name not in _NAMES:
@@ -154,12 +156,12 @@ def _parse_header(data: bytes) -> dict:
     missing = [n for n in ("W_Q", "W_K", "W_V", "W_O") if n not in header]
     if missing:
         raise MhaVizError(f"weights file lacks {', '.join(missing)}")
-    return header
+    return header, meta
 
 
 def load_weights(data: bytes) -> AttentionWeights:
     """Parse and validate safetensors bytes into AttentionWeights (float32), or raise MhaVizError."""
-    header = _parse_header(data)
+    header, meta = _parse_header(data)
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         if len(header[name]["shape"]) != 3:
             raise MhaVizError(f"{name} must have 3 dimensions [n_heads, ..., ...]")
@@ -175,13 +177,10 @@ def load_weights(data: bytes) -> AttentionWeights:
     for name, t in tensors.items():
         if not bool(torch.isfinite(t).all()):
             raise MhaVizError(f"tensor {name} contains NaN or infinite values")
-    meta_scale = _read_scale(data)
-    return AttentionWeights(**tensors, scale=meta_scale)
+    return AttentionWeights(**tensors, scale=_scale(meta))
 
 
-def _read_scale(data: bytes) -> float | None:
-    (n,) = struct.unpack("<Q", data[:8])
-    meta = json.loads(data[8 : 8 + n]).get("__metadata__") or {}
+def _scale(meta: dict) -> float | None:
     try:
         scale = float(meta["scale"]) if "scale" in meta else None
     except (TypeError, ValueError):

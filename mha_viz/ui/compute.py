@@ -16,7 +16,7 @@ from mha_viz.adapters import layer_weights, run_model
 from mha_viz.attention import compute_trace
 from mha_viz.edits import divisors
 from mha_viz.loading import LoadedModel, Tokens, load_model, tokenize
-from mha_viz.own import load_weights
+from mha_viz.own import load_weights, save_weights
 from mha_viz.pipeline import (
     OwnSpec,
     Settings,
@@ -156,3 +156,9 @@ def get_roles(src: Source, text: str, settings: Settings, n_layers: int) -> list
 def get_ablation(src: Source, text: str, plan: tuple[tuple[int, tuple[int, ...]], ...]) -> dict:
     """The whole model's output with heads zeroed: plan = ((layer, (heads...)), ...)."""
     return ablation_effect(_model_for(src), text, {la: list(hs) for la, hs in plan})
+
+
+@st.cache_data(show_spinner=False, max_entries=8, max_size="64MB")
+def get_weights_file(src: Source) -> bytes:
+    """The own weights of ``src`` as .safetensors bytes (for the download button)."""
+    return save_weights(src.own_spec().build())

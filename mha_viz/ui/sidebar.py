@@ -8,9 +8,10 @@ import streamlit as st
 
 from mha_viz.attention import available_devices, resolve_device
 from mha_viz.loading import DEFAULT_MODEL
-from mha_viz.own import INITS, MAX_D_MODEL, save_weights
+from mha_viz.own import INITS, MAX_D_MODEL
 from mha_viz.pipeline import EMBEDDINGS
-from mha_viz.ui.compute import Source
+from mha_viz.trace import MhaVizError
+from mha_viz.ui.compute import Source, get_weights_file
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 EXAMPLES = (
@@ -107,8 +108,8 @@ def _own_controls() -> dict:
 def weights_download(src: Source) -> None:
     """Offer the current own weights as a .safetensors download."""
     try:
-        data = save_weights(src.own_spec().build())
-    except Exception:  # invalid sizes are reported by the view
+        data = get_weights_file(src)
+    except MhaVizError:  # invalid sizes are reported by the view
         return
     st.sidebar.download_button(
         "Download these weights (.safetensors)",
