@@ -83,6 +83,78 @@ def build_mask(
     return allowed
 
 
+def attention_pattern(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    scale: float,
+    softcap: float | None = None,
+    bias: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Steps 2-4: scores = q kᵀ · scale → soft-cap → + bias → mask → softmax, row by row.
+
+    Leading batch axes are allowed. A query row whose keys are all masked gets an all-zero pattern row
+    (never NaN) and is flagged in ``dead``.
+    Shapes: q [..., n_heads, q_pos, d_head]; k [..., n_kv_heads, k_pos, d_head]; bias and allowed
+    broadcast to [..., n_heads, q_pos, k_pos]; returns scores and pattern [..., n_heads, q_pos, k_pos],
+    dead [..., n_heads | 1, q_pos] bool.
+    """
+    h, kv = q.shape[-3], k.shape[-3]
+    k_h = k if kv == h else k.repeat_interleave(h // kv, dim=-3)  # [..., h, k_pos, dh]
+    scores = torch.matmul(q, k_h.transpose(-1, -2))  # [..., h, q_pos, k_pos]
+    if scale != 1.0:
+        scores = scores * scale
+    if softcap is not None:  # logit soft-capping (Gemma 2): softcap · tanh(scores / softcap)
+        scores = torch.tanh(scores / softcap) * softcap
+    if bias is not None:  # additive position bias (T5) and any additive part of the mask
+        scores = scores + bias.to(scores.dtype)
+    dead = torch.zeros(scores.shape[:-1], dtype=torch.bool, device=scores.device)  # [..., h, q_pos]
+    if allowed is not None:
+        allowed = allowed.to(scores.device)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        dead = ~allowed.any(dim=-1)  # [..., h | 1, q_pos]
+    pattern = torch.softmax(scores, dim=-1)  # [..., h, q_pos, k_pos]
+    if allowed is not None and bool(dead.any()):
+        pattern = pattern.masked_fill(dead.unsqueeze(-1), 0.0)  # all-masked rows: zeros, not NaN
+    return scores, pattern, dead
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    W_O: torch.Tensor,
+    b_O: torch.Tensor | None = None,
+    *,
+    scale: float,
+    softcap: float | None = None,
+    bias: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """Steps 2-7 from q, k, v as the model uses them: pattern, z = pattern · V, concat, output.
+
+    Shapes: q [h, q_pos, dh]; k, v [n_kv_heads, k_pos, dh]; W_O [h, dh, d_model]; b_O [d_model];
+    bias [h | 1, q_pos, k_pos]; allowed [q_pos, k_pos] or [h | 1, q_pos, k_pos] bool. Returns scores,
+    pattern [h, q_pos, k_pos], z [h, q_pos, dh], concat [q_pos, h*dh], output [q_pos, d_model],
+    dead_rows [q_pos].
+    """
+    h, n, dh = q.shape
+    scores, pattern, dead = attention_pattern(q, k, scale=scale, softcap=softcap, bias=bias, allowed=allowed)
+    v_h = v if v.shape[0] == h else v.repeat_interleave(h // v.shape[0], dim=0)  # [h, k_pos, dh]
+    z = torch.bmm(pattern, v_h)  # [h, q_pos, dh]
+    concat = z.transpose(0, 1).reshape(n, h * dh)  # [q_pos, h*dh]
+    w_o = W_O.reshape(h * dh, W_O.shape[-1]).to(concat.dtype)  # [h*dh, d_model]
+    output = concat @ w_o if b_O is None else torch.addmm(b_O.to(concat.dtype), concat, w_o)  # [q_pos, d_model]
+    dead_rows = dead.reshape(-1, n).any(dim=0)  # [q_pos]
+    return {"scores": scores, "pattern": pattern, "z": z, "concat": concat, "output": output, "dead_rows": dead_rows}
+
+
+def to_cpu(t: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor (no copy when it is one already)."""
+    return t if t.device.type == "cpu" else t.detach().to("cpu")
+
+
 def compute_trace(
     weights: AttentionWeights,
     x: torch.Tensor,
@@ -95,7 +167,7 @@ def compute_trace(
     device: str | torch.device = "auto",
     dtype: str | torch.dtype = "float32",
 ) -> AttentionTrace:
-    """Run one multi-head attention layer and keep every intermediate.
+    """Run one multi-head attention layer from its input X and keep every intermediate.
 
     The "one big matrix" form: a single Q|K|V projection, a reshape into heads and batched
     matmuls over the head axis (no Python loop over heads). ``scaled=False`` drops the
@@ -113,80 +185,36 @@ def compute_trace(
     if tokens is not None and len(tokens) != n:
         raise MhaVizError(f"{len(tokens)} token labels for {n} positions")
     dev = _device(device)
-    dt = resolve_dtype(dtype)
-    w = weights.to(dev, dt)
+    w = weights.to(dev, resolve_dtype(dtype))
     h, kv, dh = w.n_heads, w.n_kv_heads, w.d_head
-    scale = w.scale_factor if scaled else 1.0
     allowed = build_mask(n, n, causal, key_mask, attn_mask)
 
     with torch.no_grad():
-        x = x.to(device=dev, dtype=dt)  # [pos, d_model]
+        x = x.to(device=dev, dtype=w.dtype)  # [pos, d_model]
         # 1. Q, K, V for all heads with one matmul, then split into heads.
-        w_qkv, b_qkv = w.packed_qkv  # [d_model, 3*h*dh], [3*h*dh]
+        w_qkv, b_qkv = w.packed_qkv  # [d_model, (h+2kv)*dh], [(h+2kv)*dh]
         qkv = x @ w_qkv if b_qkv is None else torch.addmm(b_qkv, x, w_qkv)  # [pos, (h+2kv)*dh]
         q, k, v = qkv.split([h * dh, kv * dh, kv * dh], dim=1)
         q = q.view(n, h, dh).transpose(0, 1)  # [h, pos, dh]
         k = k.view(n, kv, dh).transpose(0, 1)  # [kv, pos, dh]
         v = v.view(n, kv, dh).transpose(0, 1)  # [kv, pos, dh]
-        if w.rope_theta is not None:  # rotary position embeddings on Q and K
-            q, k = rotary(q, w.rope_theta), rotary(k, w.rope_theta)
-        k_h, v_h = (k, v) if kv == h else (t.repeat_interleave(h // kv, dim=0) for t in (k, v))  # [h, pos, dh]
-        # 2. Scores = Q K^T * scale.
-        scores = torch.bmm(q, k_h.transpose(1, 2))  # [h, q_pos, k_pos]
-        if scale != 1.0:
-            scores.mul_(scale)
-        # 3. Mask: disallowed pairs get -inf before the softmax.
-        dead = torch.zeros(n, dtype=torch.bool)  # [q_pos]
-        if allowed is not None:
-            allowed = allowed.to(dev)
-            scores.masked_fill_(~allowed, float("-inf"))
-            dead = ~allowed.any(dim=1)  # [q_pos]
-        # 4. Softmax row by row (each query's weights over the keys sum to 1).
-        pattern = torch.softmax(scores, dim=-1)  # [h, q_pos, k_pos]
-        if allowed is not None and bool(dead.any()):
-            pattern.masked_fill_(dead.view(1, n, 1), 0.0)  # all-masked rows: zeros, not NaN
-        # 5. Weighted sum of values, per head.
-        z = torch.bmm(pattern, v_h)  # [h, pos, dh]
-        # 6. Concat heads; 7. mix them with W^O: output = concat @ W_O + b_O.
-        concat = z.transpose(0, 1).reshape(n, h * dh)  # [pos, h*dh]
-        w_o = w.W_O.view(h * dh, w.d_model)  # [h*dh, d_model]
-        output = concat @ w_o if w.b_O is None else torch.addmm(w.b_O, concat, w_o)  # [pos, d_model]
-
-    def cpu(t: torch.Tensor) -> torch.Tensor:  # no copy when the trace ran on the CPU
-        return t if t.device.type == "cpu" else t.detach().to("cpu")
+        # 2.-7. scores, mask, softmax, · V, concat, · W^O.
+        scale = w.scale_factor if scaled else 1.0
+        parts = attend(q, k, v, w.W_O, w.b_O, scale=scale, allowed=allowed)
 
     labels = tuple(tokens) if tokens is not None else tuple(str(i) for i in range(n))
     return AttentionTrace(
         tokens=labels,
-        x=cpu(x),
-        q=cpu(q),
-        k=cpu(k),
-        v=cpu(v),
-        scores=cpu(scores),
-        pattern=cpu(pattern),
-        z=cpu(z),
-        concat=cpu(concat),
-        output=cpu(output),
-        W_O=cpu(w.W_O),
-        dead_rows=cpu(dead),
+        x=to_cpu(x),
+        q=to_cpu(q),
+        k=to_cpu(k),
+        v=to_cpu(v),
+        W_O=to_cpu(w.W_O),
+        b_O=None if w.b_O is None else to_cpu(w.b_O),
         scale=scale,
         causal=causal,
+        **{name: to_cpu(t) for name, t in parts.items()},
     )
-
-
-def rotary(t: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary position embeddings as LLaMA applies them (rotate-half form), positions 0..pos-1.
-
-    Shapes: t [heads, pos, d_head] -> same.
-    """
-    dh, n = t.shape[-1], t.shape[-2]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dh, 2, dtype=torch.int64).float() / dh))  # [dh/2]
-    freqs = torch.arange(n, dtype=torch.float32)[:, None] * inv_freq[None, :]  # [pos, dh/2]
-    emb = torch.cat([freqs, freqs], dim=-1).to(t.device)  # [pos, dh]
-    cos, sin = emb.cos().to(t.dtype), emb.sin().to(t.dtype)
-    half = dh // 2
-    rotated = torch.cat([-t[..., half:], t[..., :half]], dim=-1)  # [heads, pos, dh]
-    return t * cos + rotated * sin
 
 
 def loop_attention(
@@ -213,8 +241,6 @@ def loop_attention(
             k_i = k_i + weights.b_K[g]
         if weights.b_V is not None:
             v_i = v_i + weights.b_V[g]
-        if weights.rope_theta is not None:
-            q_i, k_i = rotary(q_i[None], weights.rope_theta)[0], rotary(k_i[None], weights.rope_theta)[0]
         s_i = (q_i @ k_i.T) * scale  # [pos, pos]
         if allowed is not None:
             s_i = s_i.masked_fill(~allowed, float("-inf"))

@@ -62,49 +62,62 @@ def regroup_heads(weights: AttentionWeights, n_heads: int) -> AttentionWeights:
     )
 
 
-def _square_wo(weights: AttentionWeights, matrix: torch.Tensor) -> AttentionWeights:
-    """Replace the whole output projection (weight and bias) by a d_model x d_model matrix."""
-    h, dh, d = weights.n_heads, weights.d_head, weights.d_model
-    return dataclasses.replace(weights, W_O=matrix.reshape(h, dh, d).contiguous(), b_O=None)
+def _require_square(W_O: torch.Tensor, mode: str) -> None:
+    h, dh, d = W_O.shape
+    if h * dh != d:
+        raise MhaVizError(f"W^O = {mode} needs n_heads * d_head == d_model, but {h * dh} != {d}")
 
 
-def _require_square(weights: AttentionWeights, mode: str) -> None:
-    inner = weights.n_heads * weights.d_head
-    if inner != weights.d_model:
-        raise MhaVizError(f"W^O = {mode} needs n_heads * d_head == d_model, but {inner} != {weights.d_model}")
-
-
-def wo_identity(weights: AttentionWeights) -> AttentionWeights:
-    """W^O = I (and no output bias): the layer's output is the plain concat of the heads."""
-    _require_square(weights, "identity")
-    eye = torch.eye(weights.d_model, dtype=weights.dtype, device=weights.device)  # [d, d]
-    return _square_wo(weights, eye)
-
-
-def wo_random(weights: AttentionWeights, seed: int = 0) -> AttentionWeights:
-    """W^O = a random orthogonal matrix (seeded; no output bias): heads mixed with no learned intent."""
-    _require_square(weights, "random")
+def wo_matrix(W_O: torch.Tensor, mode: str, seed: int = 0) -> torch.Tensor:
+    """The W^O of a variant by name, in the layout of ``W_O`` [h, dh, d_model]: "learned" (as given),
+    "identity" (the plain concat of the heads) or "random" (a seeded random orthogonal matrix: heads
+    mixed with no learned intent). Variants other than "learned" come without an output bias."""
+    if mode == "learned":
+        return W_O
+    if mode not in WO_MODES:
+        raise MhaVizError(f"unknown W^O mode {mode!r}; choose one of {', '.join(WO_MODES)}")
+    _require_square(W_O, mode)
+    h, dh, d = W_O.shape
+    if mode == "identity":
+        return torch.eye(d, dtype=W_O.dtype, device=W_O.device).reshape(h, dh, d)
     gen = torch.Generator().manual_seed(int(seed))
-    a = torch.randn(weights.d_model, weights.d_model, generator=gen, dtype=torch.float64)  # [d, d]
+    a = torch.randn(d, d, generator=gen, dtype=torch.float64)  # [d, d]
     q, r = torch.linalg.qr(a)
     q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)  # unique, Haar-distributed
-    return _square_wo(weights, q.to(device=weights.device, dtype=weights.dtype))
+    return q.to(device=W_O.device, dtype=W_O.dtype).reshape(h, dh, d).contiguous()
 
 
-def _check_heads(weights: AttentionWeights, heads: Iterable[int]) -> list[int]:
+def check_heads(n_heads: int, heads: Iterable[int]) -> list[int]:
+    """The chosen head numbers, sorted, or a clear error naming the valid range."""
     chosen = sorted(set(int(i) for i in heads))
-    bad = [i for i in chosen if not 0 <= i < weights.n_heads]
+    bad = [i for i in chosen if not 0 <= i < n_heads]
     if bad:
-        raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {weights.n_heads - 1}")
+        raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {n_heads - 1}")
     return chosen
+
+
+def edit_wo(
+    W_O: torch.Tensor,
+    b_O: torch.Tensor | None,
+    mode: str = "learned",
+    seed: int = 0,
+    factors: dict[int, float] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """W^O after the what-ifs: the variant ``mode``, then chosen heads' blocks multiplied by a factor
+    each (0 ablates the head). New tensors; the input is never mutated. Shapes: W_O [h, dh, d]; b_O [d]."""
+    w_o = wo_matrix(W_O, mode, seed)
+    b_o = b_O if mode == "learned" else None
+    if factors:
+        chosen = check_heads(W_O.shape[0], factors.keys())
+        w_o = w_o.clone()
+        for i in chosen:
+            w_o[i] *= float(factors[i])
+    return w_o, b_o
 
 
 def scale_heads(weights: AttentionWeights, factors: dict[int, float]) -> AttentionWeights:
     """Multiply chosen heads' W^O blocks by a factor each (0 ablates the head)."""
-    chosen = _check_heads(weights, factors.keys())
-    w_o = weights.W_O.clone()  # [h, dh, d]
-    for i in chosen:
-        w_o[i] *= float(factors[i])
+    w_o, _ = edit_wo(weights.W_O, weights.b_O, factors=factors)
     return dataclasses.replace(weights, W_O=w_o)
 
 
@@ -115,10 +128,15 @@ def ablate_heads(weights: AttentionWeights, heads: Iterable[int]) -> AttentionWe
 
 def apply_wo(weights: AttentionWeights, mode: str, seed: int = 0) -> AttentionWeights:
     """W^O variant by name: "learned" (as given), "identity" or "random"."""
-    if mode == "learned":
-        return weights
-    if mode == "identity":
-        return wo_identity(weights)
-    if mode == "random":
-        return wo_random(weights, seed)
-    raise MhaVizError(f"unknown W^O mode {mode!r}; choose one of {', '.join(WO_MODES)}")
+    w_o, b_o = edit_wo(weights.W_O, weights.b_O, mode, seed)
+    return weights if mode == "learned" else dataclasses.replace(weights, W_O=w_o, b_O=b_o)
+
+
+def wo_identity(weights: AttentionWeights) -> AttentionWeights:
+    """W^O = I (and no output bias): the layer's output is the plain concat of the heads."""
+    return apply_wo(weights, "identity")
+
+
+def wo_random(weights: AttentionWeights, seed: int = 0) -> AttentionWeights:
+    """W^O = a random orthogonal matrix (seeded; no output bias)."""
+    return apply_wo(weights, "random", seed)

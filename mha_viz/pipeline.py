@@ -1,217 +1,206 @@
-"""From (model, text, settings) to traces: the one path shared by the CLI and the dashboard."""
+"""THE road from (config, text) to traces, shared by the CLI, the dashboard and tests.
+
+    load(config) -> LoadedModel
+    record(lm, text, target) -> Recording        one model pass, every attention call recorded
+    layer_trace(lm, rec, part, layer, config)    the trace of one layer, after the what-if edits
+    traces(config, text, ...)                    all of it in one call (the CLI)
+
+A pretrained layer's trace is recomputed by our engine from the q, k, v the model used (so rotary
+embeddings, QK-norm, soft-capping, sliding windows and position biases are all in it) and checked
+against the model's own weights. Own weights have one layer, built from X.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from mha_viz.adapters import check_layer, layer_weights, run_ablated, run_model, token_embeddings
-from mha_viz.analysis import head_roles, head_stats, is_punctuation
-from mha_viz.attention import compute_trace
-from mha_viz.edits import ablate_heads, apply_wo, regroup_heads, scale_heads
-from mha_viz.loading import LoadedModel, Tokens, readable, tokenize
-from mha_viz.own import init_weights, random_embeddings
+from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dtype, to_cpu
+from mha_viz.config import EMBEDDINGS, Config
+from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
+from mha_viz.models.load import LoadedModel, load_model
+from mha_viz.models.run import ModelRun, output_projection, run_model, token_embeddings
+from mha_viz.models.tokens import Tokens, decoder_tokens, tokenize
+from mha_viz.own import init_weights, load_weights, random_embeddings
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
-EMBEDDINGS = ("random", "model")
+MATCH_TOL = 1e-4  # a recomputed pattern further than this from the model's own weights is never shown
 
 
-@dataclass(frozen=True)
-class Settings:
-    """How to edit the layer and run the trace (plain values, so they make obvious cache keys)."""
+@dataclass(frozen=True, eq=False)
+class Recording:
+    """One text (and, for encoder-decoders, one target text) through the model, every call recorded."""
 
-    heads: int | None = None  # re-split into this many heads (None: as the layer has them)
-    wo: str = "learned"  # "learned" | "identity" | "random"
-    ablate: tuple[int, ...] = ()  # heads (after re-split) whose W^O block is zeroed
-    head_scale: tuple[tuple[int, float], ...] = ()  # (head, factor) pairs multiplying W^O blocks
-    causal: bool = False  # add a causal mask (decoders always have one)
-    scaled: bool = True  # multiply scores by 1/sqrt(d_head)
-    seed: int = 0  # for W^O = random
-    device: str = "auto"
-    dtype: str = "float32"
+    tokens: Tokens  # the input (encoder) text
+    target: Tokens | None  # the decoder's input, for encoder-decoder models
+    run: ModelRun
 
+    def query_tokens(self, part: str) -> Tokens:
+        return self.tokens if part == "encoder" or self.target is None else self.target
 
-@dataclass(frozen=True)
-class OwnSpec:
-    """Own weights: made from (d_model, n_heads, seed, init) or given (loaded from a file)."""
-
-    d_model: int = 512
-    n_heads: int = 8
-    seed: int = 0
-    init: str = "xavier"
-    bias: bool = False
-    embeddings: str = "random"  # "random" (seeded per token id) | "model" (the tokenizer model's)
-    positions: bool = False  # add position embeddings (sinusoidal for random, the model's otherwise)
-    weights: AttentionWeights | None = field(default=None, compare=False)
-
-    def build(self) -> AttentionWeights:
-        if self.weights is not None:
-            return self.weights
-        return init_weights(self.d_model, self.n_heads, self.seed, self.init, self.bias)
+    def key_tokens(self, part: str) -> Tokens:
+        return self.tokens if part in ("encoder", "cross") or self.target is None else self.target
 
 
-def edit_weights(weights: AttentionWeights, settings: Settings) -> AttentionWeights:
-    """Apply the what-if edits in order: re-split heads, the W^O variant, head scaling, ablation."""
-    w = weights if settings.heads is None else regroup_heads(weights, settings.heads)
-    w = apply_wo(w, settings.wo, settings.seed)
-    if settings.head_scale:
-        w = scale_heads(w, dict(settings.head_scale))
-    return ablate_heads(w, settings.ablate) if settings.ablate else w
+def load(config: Config) -> LoadedModel:
+    """The pretrained model the config names (the bundled MiniLM for own weights: its tokenizer)."""
+    return load_model(config.model_name or None, config.model_device)
 
 
-def pretrained_traces(
-    lm: LoadedModel, text: str, layers: Sequence[int] | None = None, settings: Settings = Settings()
-) -> tuple[Tokens, list[AttentionTrace]]:
-    """Tokenise ``text``, run the model once, and trace the chosen layers (all by default)."""
-    tokens = tokenize(lm, text)
-    chosen = list(range(lm.n_layers)) if layers is None else [check_layer(lm, i) for i in layers]
-    run = run_model(lm, torch.tensor([tokens.ids]))
-    traces = [
-        compute_trace(
-            edit_weights(layer_weights(lm, i), settings),
-            run.attn_inputs[i][0],  # [pos, d_model]
-            tokens.labels,
-            causal=lm.causal or settings.causal,
-            scaled=settings.scaled,
-            device=settings.device,
-            dtype=settings.dtype,
+def encode(lm: LoadedModel, text: str, target: str | None = None) -> tuple[Tokens, Tokens | None]:
+    """Tokens of the text, and of the decoder's text for encoder-decoder models (refused for others)."""
+    tokens = tokenize(lm.tokenizer, text, lm.max_tokens, lm.name)
+    if not lm.encoder_decoder:
+        if target:
+            raise MhaVizError(f"{lm.name} is not an encoder-decoder model; a target text is not used with it")
+        return tokens, None
+    if not target:
+        raise MhaVizError(f"{lm.name} is an encoder-decoder model: give the decoder's text too (target)")
+    return tokens, decoder_tokens(lm.tokenizer, target, lm.decoder_start_id or 0, lm.max_tokens, lm.name)
+
+
+def record(lm: LoadedModel, text: str, target: str | None = None) -> Recording:
+    """Tokenise and run the model once, recording every attention call."""
+    tokens, target_tokens = encode(lm, text, target)
+    dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
+    return Recording(tokens, target_tokens, run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec))
+
+
+def layer_weights(lm: LoadedModel, rec: Recording, part: str, layer: int) -> AttentionWeights:
+    """A plain-linear layer's projections in our layout (for what-ifs that rebuild the layer from X)."""
+    from mha_viz.models.arch import plain_weights
+
+    call = rec.run.calls[(lm.part(part), layer)]
+    return plain_weights(lm.model, lm.site(part, layer), call.q.shape[1], call.k.shape[1], call.scaling)
+
+
+def layer_input(rec: Recording, part: str, layer: int) -> torch.Tensor:
+    """X of a layer's attention module. Shapes: [q_pos, d_model]."""
+    x = rec.run.calls[(part, layer)].x
+    if x is None:
+        raise MhaVizError("this model's attention input was not recorded")
+    return x[0]
+
+
+def layer_trace(lm: LoadedModel, rec: Recording, part: str | None, layer: int, config: Config) -> AttentionTrace:
+    """One layer's trace after the what-ifs in ``config`` (re-split heads, W^O, ablation, masks, scaling)."""
+    part = lm.part(part)
+    lm.site(part, layer)
+    call = rec.run.calls[(part, layer)]
+    qt, kt = rec.query_tokens(part), rec.key_tokens(part)
+    causal = call.allowed is not None and lm.site(part, layer).causal
+    if config.heads is not None and config.heads != call.q.shape[1]:
+        weights = edit_weights(layer_weights(lm, rec, part, layer), config)
+        trace = compute_trace(
+            weights, layer_input(rec, part, layer), qt.labels, causal=causal or config.causal,
+            scaled=config.scaled, device=config.device, dtype=config.dtype,
+        )  # fmt: skip
+        return _tag(trace, part, kt.labels, None)
+    dev, dt = resolve_device(config.device), resolve_dtype(config.dtype)
+    w_in, b_o = output_projection(lm, part, layer)  # [h*dh, d], [d]
+    h, dh = call.q.shape[1], call.q.shape[-1]
+    w_o, b_o = edit_wo(w_in.reshape(h, dh, -1), b_o, config.wo, config.wo_seed, _factors(config))
+    allowed = None if call.allowed is None else call.allowed[0]  # [1|h, q, k]
+    if config.causal and part != "cross":
+        n = call.q.shape[-2]
+        tril = torch.ones(n, n, dtype=torch.bool).tril()
+        allowed = tril if allowed is None else allowed & tril
+    scale = call.scaling if config.scaled else 1.0
+
+    def put(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.to(device=dev, dtype=dt if t.is_floating_point() else t.dtype)
+
+    with torch.no_grad():
+        q, k, v = put(call.q[0]), put(call.k[0]), put(call.v[0])  # [h, q, dh], [kv, k, dh] x2
+        bias = None if call.bias is None else put(call.bias[0])  # [h|1, q, k]
+        out = attend(q, k, v, put(w_o), put(b_o), scale=scale, softcap=call.softcap, bias=bias, allowed=put(allowed))
+    x = call.x[0] if call.x is not None else torch.empty(q.shape[1], 0)
+    trace = AttentionTrace(
+        tokens=qt.labels, key_tokens=kt.labels, part=part, x=x.to(dt), q=to_cpu(q), k=to_cpu(k), v=to_cpu(v),
+        W_O=to_cpu(put(w_o)), b_O=None if b_o is None else to_cpu(put(b_o)), scale=scale,
+        causal=causal or (config.causal and part != "cross"), softcap=call.softcap,
+        bias=None if bias is None else to_cpu(bias), model_delta=call.delta,
+        **{name: to_cpu(t) for name, t in out.items()},
+    )  # fmt: skip
+    if call.delta > MATCH_TOL:
+        raise MhaVizError(
+            f"mha-viz could not reproduce {lm.name}'s attention in {part} layer {layer} (difference "
+            f"{call.delta:.2g}); it is not shown rather than shown wrong"
         )
-        for i in chosen
-    ]
-    return tokens, traces
+    return trace
 
 
-def own_input(lm: LoadedModel, tokens: Tokens, spec: OwnSpec, d_model: int) -> torch.Tensor:
+def _factors(config: Config) -> dict[int, float]:
+    factors = dict(config.head_scale)
+    factors.update({int(i): 0.0 for i in config.ablate})
+    return factors
+
+
+def _tag(trace: AttentionTrace, part: str, key_tokens: tuple[str, ...], delta: float | None) -> AttentionTrace:
+    import dataclasses
+
+    return dataclasses.replace(trace, part=part, key_tokens=key_tokens, model_delta=delta)
+
+
+def edit_weights(weights: AttentionWeights, config: Config) -> AttentionWeights:
+    """Apply the what-if edits in order: re-split heads, the W^O variant, head scaling, ablation."""
+    w = weights if config.heads is None else regroup_heads(weights, config.heads)
+    w = apply_wo(w, config.wo, config.wo_seed)
+    if config.head_scale:
+        w = scale_heads(w, dict(config.head_scale))
+    return ablate_heads(w, config.ablate) if config.ablate else w
+
+
+def traces(
+    config: Config,
+    text: str,
+    target: str | None = None,
+    part: str | None = None,
+    layers: Sequence[int] | None = None,
+    lm: LoadedModel | None = None,
+) -> tuple[Tokens, Tokens, list[AttentionTrace]]:
+    """(query tokens, key tokens, traces of the chosen layers: all by default) for a pretrained model."""
+    lm = lm or load(config)
+    rec = record(lm, text, target)
+    part = lm.part(part)
+    chosen = range(lm.n_layers(part)) if layers is None else layers
+    found = [layer_trace(lm, rec, part, int(i), config) for i in chosen]
+    return rec.query_tokens(part), rec.key_tokens(part), found
+
+
+# --- own weights ----------------------------------------------------------------------------------
+def own_weights(config: Config) -> AttentionWeights:
+    """Own weights: loaded from config.weights_file, or made from (d_model, n_heads, seed, init, bias)."""
+    if config.weights_file:
+        return load_weights(config.weights_file)
+    return init_weights(config.d_model, config.n_heads, config.seed, config.init, config.bias)
+
+
+def own_input(lm: LoadedModel, tokens: Tokens, config: Config, d_model: int) -> torch.Tensor:
     """X for own weights. Shapes: returns [pos, d_model]."""
-    if spec.embeddings == "random":
-        return random_embeddings(list(tokens.ids), d_model, spec.seed, spec.positions)
-    if spec.embeddings != "model":
-        raise MhaVizError(f"unknown embeddings {spec.embeddings!r}; choose one of {', '.join(EMBEDDINGS)}")
+    if config.embeddings == "random":
+        return random_embeddings(list(tokens.ids), d_model, config.seed, config.positions)
+    if config.embeddings != "model":
+        raise MhaVizError(f"unknown embeddings {config.embeddings!r}; choose one of {', '.join(EMBEDDINGS)}")
     if d_model != lm.d_model:
         raise MhaVizError(
             f"{lm.name}'s embeddings have {lm.d_model} dimensions but d_model is {d_model}; "
             f"set d_model to {lm.d_model} or use random embeddings"
         )
-    return token_embeddings(lm, tokens.ids, spec.positions)
+    return token_embeddings(lm, tokens.ids, config.positions)
 
 
-def own_trace(
-    lm: LoadedModel, text: str, spec: OwnSpec = OwnSpec(), settings: Settings = Settings()
-) -> tuple[Tokens, AttentionWeights, AttentionTrace]:
-    """Trace own weights on ``text`` tokenised by ``lm``'s tokenizer.
-
-    ``settings.heads`` is ignored here: for own weights the head count is part of OwnSpec.
-    """
-    tokens = tokenize(lm, text)
-    base = spec.build()
-    weights = edit_weights(base, dataclasses.replace(settings, heads=None))
-    x = own_input(lm, tokens, spec, base.d_model)
+def own_trace(lm: LoadedModel, text: str, config: Config) -> tuple[Tokens, AttentionWeights, AttentionTrace]:
+    """Trace own weights on ``text`` tokenised by ``lm``'s tokenizer (config.heads is not used: for own
+    weights the head count is config.n_heads)."""
+    tokens = tokenize(lm.tokenizer, text, lm.max_tokens, lm.name)
+    base = own_weights(config)
+    weights = edit_weights(base, config.replace(heads=None))
+    x = own_input(lm, tokens, config, base.d_model)
     trace = compute_trace(
         weights, x, tokens.labels,
-        causal=settings.causal, scaled=settings.scaled, device=settings.device, dtype=settings.dtype,
+        causal=config.causal, scaled=config.scaled, device=config.device, dtype=config.dtype,
     )  # fmt: skip
     return tokens, weights, trace
-
-
-def headcount_sweep(
-    weights: AttentionWeights, x: torch.Tensor, counts: Sequence[int], settings: Settings = Settings()
-) -> dict[str, list[float]]:
-    """Re-split the same projections into each head count and summarise the result.
-
-    For each count: mean row entropy (nats), mean largest weight per row, and the relative change of
-    the layer output against the weights as given (|out' - out| / |out| over all tokens).
-    Shapes: x [pos, d_model].
-    """
-
-    def run(w: AttentionWeights) -> AttentionTrace:
-        return compute_trace(
-            w, x, causal=settings.causal, scaled=settings.scaled, device=settings.device, dtype=settings.dtype
-        )
-
-    base = run(weights).output
-    rows: dict[str, list[float]] = {"heads": [], "mean_entropy": [], "mean_max_weight": [], "output_change": []}
-    for h in counts:
-        t = run(regroup_heads(weights, int(h)))
-        stats = head_stats(t.pattern.numpy())
-        rows["heads"].append(int(h))
-        rows["mean_entropy"].append(float(stats["entropy"].mean()))
-        rows["mean_max_weight"].append(float(stats["max_weight"].mean()))
-        rows["output_change"].append(float((t.output - base).norm() / base.norm().clamp_min(1e-12)))
-    return rows
-
-
-def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> float:
-    """Max |difference| between MHA with h = 1 and W^O = I, and plain single-head self-attention.
-
-    Plain: softmax(X W_Q (X W_K)^T / sqrt(d)) X W_V with the layer's own (concatenated) projections
-    and biases, computed directly in float64. Shapes: x [pos, d_model].
-    """
-    one = apply_wo(regroup_heads(weights, 1), "identity")
-    mha = compute_trace(one, x, device="cpu", dtype="float64").output  # [pos, d]
-    w = one.to("cpu", torch.float64)
-    xd = x.to(torch.float64)
-
-    def proj(wm: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        return xd @ wm[0] + (0 if b is None else b[0])  # [pos, d]
-
-    q, k, v = proj(w.W_Q, w.b_Q), proj(w.W_K, w.b_K), proj(w.W_V, w.b_V)
-    plain = torch.softmax(q @ k.T * w.scale_factor, dim=-1) @ v  # [pos, d]
-    return float((mha - plain).abs().max())
-
-
-def all_patterns(lm: LoadedModel, text: str, settings: Settings = Settings()) -> tuple[Tokens, np.ndarray]:
-    """Every layer's attention pattern. Shapes: returns [n_layers, n_heads, pos, pos] float32."""
-    tokens, traces = pretrained_traces(lm, text, None, settings)
-    return tokens, np.stack([t.pattern.numpy() for t in traces]).astype(np.float32)
-
-
-def roles_table(tokens: Tokens, patterns: np.ndarray) -> list[dict]:
-    """One row per (layer, head): the role scores of analysis.head_roles and the label.
-
-    Shapes: patterns [n_layers, n_heads, pos, pos].
-    """
-    special = np.asarray(tokens.special, dtype=bool)
-    punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
-    names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
-    rows = []
-    for layer, pattern in enumerate(patterns):
-        r = head_roles(pattern, special, punct, names)
-        for head in range(pattern.shape[0]):
-            row = {"layer": layer, "head": head}
-            row.update({k: float(r[k][head]) for k in ("prev", "next", "self", "special", "punct", "entropy")})
-            row["label"] = str(r["label"][head])
-            rows.append(row)
-    return rows
-
-
-def ablation_effect(lm: LoadedModel, text: str, ablate: dict[int, list[int]], top_k: int = 5) -> dict:
-    """What the whole model produces with chosen heads zeroed ({layer: [heads]}), against intact.
-
-    Always: per-token relative change of the last hidden states. Encoders: the sentence embedding
-    (mean pooling, L2-normalised, as sentence-transformers does) and its cosine to the intact one.
-    Causal LMs: the next-token top-k (token, probability) before and after.
-    """
-    tokens = tokenize(lm, text)
-    ids = torch.tensor([tokens.ids])
-    intact, cut = run_ablated(lm, ids), run_ablated(lm, ids, ablate)
-    h0, h1 = intact.hidden[0].double(), cut.hidden[0].double()  # [pos, d]
-    result: dict = {
-        "tokens": tokens.labels,
-        "token_change": ((h1 - h0).norm(dim=-1) / h0.norm(dim=-1).clamp_min(1e-12)).numpy(),
-    }
-    if intact.logits is None:
-        e0 = torch.nn.functional.normalize(h0.mean(0), dim=0)
-        e1 = torch.nn.functional.normalize(h1.mean(0), dim=0)
-        result["embedding_cosine"] = float(e0 @ e1)
-    else:
-        for name, out in (("top_before", intact), ("top_after", cut)):
-            probs = torch.softmax(out.logits[0, -1].double(), dim=-1)
-            values, idx = probs.topk(min(top_k, probs.shape[0]))
-            result[name] = [
-                (readable(lm.tokenizer.decode([int(i)])), float(v)) for v, i in zip(values, idx, strict=True)
-            ]
-    return result

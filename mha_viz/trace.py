@@ -2,16 +2,19 @@
 
 Shape glossary (head axis first, no batch axis: one sentence at a time)::
 
-    tokens    tuple[str, ...]                  display labels, distinct even for repeated words
-    x         [pos, d_model]                   layer input
-    q         [n_heads, pos, d_head]           (after rotary embeddings, when the layer has them)
-    k, v      [n_kv_heads, pos, d_head]        n_kv_heads = n_heads unless grouped-query attention
-    scores    [n_heads, query_pos, key_pos]    scaled and masked, before softmax (masked = -inf)
-    pattern   [n_heads, query_pos, key_pos]    softmax(scores) row by row; rows sum to 1
-    z         [n_heads, pos, d_head]           pattern @ v
-    concat    [pos, n_heads * d_head]          heads side by side
-    head_out  [n_heads, pos, d_model]          z[h] @ W_O[h]: each head's contribution after W^O
-    output    [pos, d_model]                   concat @ W_O + b_O == head_out.sum(0) + b_O
+    tokens      tuple[str, ...]                query-side labels, distinct even for repeated words
+    key_tokens  tuple[str, ...]                key-side labels (the source text's for cross-attention)
+    x           [q_pos, d_model]               the attention module's input (query side)
+    q           [n_heads, q_pos, d_head]       as the model uses it (after rotary embeddings / QK-norm)
+    k, v        [n_kv_heads, k_pos, d_head]    n_kv_heads = n_heads unless grouped-query attention:
+                                               query head i uses K/V head i // (n_heads // n_kv_heads)
+    bias        [n_heads | 1, q_pos, k_pos]    additive position bias (T5), or None
+    scores      [n_heads, q_pos, k_pos]        scaled, soft-capped, biased, masked (-inf), before softmax
+    pattern     [n_heads, q_pos, k_pos]        softmax(scores) row by row; rows sum to 1
+    z           [n_heads, q_pos, d_head]       pattern @ v[group]
+    concat      [q_pos, n_heads * d_head]      heads side by side
+    head_out    [n_heads, q_pos, d_model]      z[h] @ W_O[h]: each head's contribution after W^O
+    output      [q_pos, d_model]               concat @ W_O + b_O == head_out.sum(0) + b_O
 
     W_Q, W_K, W_V  [n_heads, d_model, d_head]     b_Q, b_K, b_V  [n_heads, d_head]
     W_O            [n_heads, d_head, d_model]     b_O            [d_model]
@@ -46,8 +49,8 @@ class AttentionWeights:
     W_O [n_heads, d_head, d_model]; b_Q [n_heads, d_head], b_K, b_V [n_kv_heads, d_head] or None;
     b_O [d_model] or None. n_kv_heads divides n_heads: with fewer K/V heads than query heads
     (grouped-query attention), query head i uses K/V head i // (n_heads // n_kv_heads).
-    ``scale`` is the factor applied to Q K^T (None means 1/sqrt(d_head)); ``rope_theta``, when
-    set, applies rotary position embeddings (LLaMA's rotate-half form) to Q and K.
+    ``scale`` is the factor applied to Q K^T (None means 1/sqrt(d_head)). These are plain linear maps of X:
+    layers with rotary embeddings or QK-norm are traced from what the model computed instead.
     """
 
     W_Q: torch.Tensor
@@ -59,7 +62,6 @@ class AttentionWeights:
     b_V: torch.Tensor | None = None
     b_O: torch.Tensor | None = None
     scale: float | None = None
-    rope_theta: float | None = None
 
     def __post_init__(self) -> None:
         h, d, dh = self.W_Q.shape if self.W_Q.ndim == 3 else (0, 0, 0)
@@ -69,7 +71,6 @@ class AttentionWeights:
             shape = tuple(getattr(self, name).shape)
             _check(shape == (kv, d, dh), f"{name} has shape {shape}, expected {(kv, d, dh)} like W_Q")
         _check(kv >= 1 and h % kv == 0, f"{kv} key/value heads must divide {h} query heads")
-        _check(self.rope_theta is None or dh % 2 == 0, "rotary embeddings need an even d_head")
         _check(
             tuple(self.W_O.shape) == (h, dh, d),
             f"W_O has shape {tuple(self.W_O.shape)}, expected {(h, dh, d)} (n_heads, d_head, d_model)",
@@ -184,6 +185,16 @@ class AttentionTrace:
     dead_rows: torch.Tensor
     scale: float
     causal: bool
+    b_O: torch.Tensor | None = None
+    key_tokens: tuple[str, ...] = ()  # empty: the same as tokens (self-attention)
+    part: str = "encoder"  # "encoder" | "decoder" | "cross" (own weights: "encoder")
+    softcap: float | None = None
+    bias: torch.Tensor | None = None
+    model_delta: float | None = None  # max |pattern - the model's own weights| (None: not from a model)
+
+    def __post_init__(self) -> None:
+        if not self.key_tokens:
+            object.__setattr__(self, "key_tokens", self.tokens)
 
     TENSOR_NAMES = ("x", "q", "k", "v", "scores", "pattern", "z", "concat", "head_out", "output")
 

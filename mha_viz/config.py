@@ -1,0 +1,63 @@
+"""The one settings object: which model (or own weights), where to run, and the what-if edits.
+
+Plain values only, so a Config is an obvious cache key in the dashboard and a plain record in the CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+OWN = "own"
+EMBEDDINGS = ("random", "model")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything that decides a trace besides the text, the attention kind and the layer."""
+
+    model: str = ""  # "" = the bundled MiniLM; "smollm2"; a Hugging Face id or folder; "own" = own weights
+    device: str = "cpu"
+    dtype: str = "float32"
+    # own weights (model == "own"): made from these, or loaded from weights_file (.safetensors bytes)
+    d_model: int = 512
+    n_heads: int = 8
+    seed: int = 0  # own weights and their random embeddings
+    init: str = "xavier"
+    bias: bool = False
+    embeddings: str = "random"  # "random" (seeded per token id) | "model" (the tokenizer model's)
+    positions: bool = False  # add position embeddings to X (sinusoidal for random, the model's otherwise)
+    weights_file: bytes | None = field(default=None, repr=False)
+    # what-ifs
+    heads: int | None = None  # re-split into this many heads (None: as the layer has them)
+    wo: str = "learned"  # "learned" | "identity" | "random"
+    wo_seed: int = 0  # for wo = "random"
+    ablate: tuple[int, ...] = ()  # heads whose W^O block is zeroed
+    head_scale: tuple[tuple[int, float], ...] = ()  # (head, factor) pairs multiplying W^O blocks
+    causal: bool = False  # add a causal mask (decoders always have one)
+    scaled: bool = True  # multiply scores by the model's scale (1/sqrt(d_head) by default)
+
+    @property
+    def own(self) -> bool:
+        return self.model.strip().lower() == OWN
+
+    @property
+    def model_device(self) -> str:
+        """Where the pretrained model runs (own weights use the bundled tokenizer's model on the CPU)."""
+        return "cpu" if self.own else self.device
+
+    @property
+    def model_name(self) -> str:
+        """The pretrained model to load ("" = bundled; own weights use the bundled one's tokenizer)."""
+        return "" if self.own else self.model.strip()
+
+    @property
+    def edits(self) -> Config:
+        """Only the what-if part (what the traces of one recorded run differ by)."""
+        return Config(
+            heads=self.heads, wo=self.wo, wo_seed=self.wo_seed, ablate=self.ablate, head_scale=self.head_scale,
+            causal=self.causal, scaled=self.scaled, device=self.device, dtype=self.dtype,
+        )  # fmt: skip
+
+    def replace(self, **changes: object) -> Config:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,160 @@
+"""What differs per architecture, found by looking rather than by a table of families.
+
+One short probe pass (a few tokens) through the freshly loaded model, recorded by capture.py, tells for
+every attention module: which part it belongs to (encoder self, decoder self, cross), its layer, which
+module is its W^O (the linear map whose input is exactly the concatenated heads: BERT's lives outside
+the self-attention module), and whether its Q, K and V are plain linear maps of the module's input
+(BERT, GPT-2, OPT, ...: then the what-ifs that rebuild the layer from X are offered) or not (rotary
+embeddings, QK-norm: those layers are traced from what the model computed). Every finding is checked
+on the probe's own numbers, so a layout this code has never seen is either found or refused — never
+guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mha_viz.models.capture import Call, Recorder, recording
+from mha_viz.trace import AttentionWeights, MhaVizError
+
+_CROSS_NAMES = ("encoder_attn", "encdecattention", "crossattention", "cross_attn", "cross_attention")
+
+
+@dataclass(frozen=True)
+class Site:
+    """One attention module as the model uses it (names are module paths inside the model)."""
+
+    name: str
+    part: str  # "encoder" | "decoder" | "cross"
+    layer: int
+    wo: str  # the W^O module
+    qkv: tuple[str, ...]  # plain-linear Q, K, V modules (one name when fused as Q|K|V); () when not plain
+    causal: bool
+
+
+def is_linear(module: torch.nn.Module) -> bool:
+    """nn.Linear or GPT-2's Conv1D (a linear map stored [in, out])."""
+    return isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"
+
+
+def linear_in_out(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A linear map's weight as [in, out] and its bias [out], copied to float32 on the CPU."""
+    w = module.weight.detach().float().cpu()
+    w = w if type(module).__name__ == "Conv1D" else w.T  # nn.Linear stores [out, in]
+    b = getattr(module, "bias", None)
+    return w.contiguous().clone(), None if b is None else b.detach().float().cpu().clone()
+
+
+def _part_of(name: str, encoder_decoder: bool, causal: bool) -> str:
+    low = name.lower()
+    if encoder_decoder:
+        if any(s in low for s in _CROSS_NAMES):
+            return "cross"
+        return "decoder" if "decoder" in low else "encoder"
+    return "decoder" if causal else "encoder"
+
+
+def _is_causal(call: Call) -> bool:
+    if call.allowed is None or call.q.shape[-2] != call.k.shape[-2] or call.q.shape[-2] < 2:
+        return False
+    a = call.allowed[0].any(dim=0)  # [q, k]: allowed for some head
+    return bool(torch.equal(a, torch.ones_like(a).tril()))
+
+
+def _heads_view(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
+    """A projection's output [b, pos, heads*dh] viewed like ``like`` [b, heads, pos, dh], or None."""
+    b, heads, n, dh = like.shape
+    if tuple(y.shape) != (b, n, heads * dh):
+        return None
+    return y.view(b, n, heads, dh).transpose(1, 2)
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor) -> bool:
+    return a is not None and a.shape == b.shape and bool((a - b).abs().max() <= 1e-6 * (1 + b.abs().max()))
+
+
+def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tuple[Site, ...]:
+    """Run ``model`` once on ``inputs`` (a few tokens) and describe every attention module it called."""
+    names = {id(m): n for n, m in model.named_modules()}
+    seen: list[tuple[str, torch.Tensor, torch.Tensor]] = []  # (linear module name, input, output)
+
+    def grab(mod: torch.nn.Module, args: tuple, out: torch.Tensor) -> None:
+        if args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
+            seen.append((names[id(mod)], args[0].detach().float().cpu(), out.detach().float().cpu()))
+
+    handles = [m.register_forward_hook(grab) for m in model.modules() if is_linear(m)]
+    rec = Recorder()
+    try:
+        with torch.no_grad(), recording(rec):
+            model(**inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    if not rec.calls:
+        raise MhaVizError("the model ran without calling transformers' attention interface; it is not supported")
+    sites = []
+    counts: dict[str, int] = {}
+    for call in rec.calls:
+        name = names.get(id(call.module), "?")
+        causal = _is_causal(call)
+        part = _part_of(name, encoder_decoder, causal)
+        wo = next((n for n, i, _ in seen if _same(i, call.wo_in)), None)
+        if wo is None:
+            raise MhaVizError(f"could not find the output projection (W^O) of {name}; this model is not supported")
+        layer = counts.get(part, 0)
+        counts[part] = layer + 1
+        sites.append(Site(name, part, layer, wo, _plain_qkv(call, seen) if part != "cross" else (), causal))
+    return tuple(sites)
+
+
+def _plain_qkv(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -> tuple[str, ...]:
+    """The modules whose outputs are exactly q, k and v (separate, or one fused Q|K|V), else ()."""
+    h, kv, dh = call.q.shape[1], call.k.shape[1], call.q.shape[-1]
+    found: dict[str, str] = {}
+    for name, _, y in seen:
+        for key, target in (("q", call.q), ("k", call.k), ("v", call.v)):
+            if key not in found and _same(_heads_view(y, target), target):
+                found[key] = name
+        if y.shape[-1] == (h + 2 * kv) * dh and y.shape[:-1] == call.wo_in.shape[:-1]:
+            yq, yk, yv = y.split([h * dh, kv * dh, kv * dh], dim=-1)
+            if all(_same(_heads_view(a, t), t) for a, t in ((yq, call.q), (yk, call.k), (yv, call.v))):
+                return (name,)
+    return tuple(found[k] for k in "qkv") if len(found) == 3 else ()
+
+
+def plain_weights(model: torch.nn.Module, site: Site, n_heads: int, n_kv: int, scale: float) -> AttentionWeights:
+    """A plain-linear layer's weights in our layout (new tensors: the model is never touched).
+
+    Shapes: W_Q [h, d_model, dh]; W_K, W_V [kv, d_model, dh]; W_O [h, dh, d_model].
+    """
+    if not site.qkv:
+        raise MhaVizError(
+            "this layer's queries and keys are not plain linear maps of its input (rotary embeddings, QK-norm "
+            "or cross-attention), so it cannot be rebuilt from X; the views trace what the model computed"
+        )
+    mods = [linear_in_out(model.get_submodule(n)) for n in site.qkv]
+    if len(mods) == 1:
+        (w, b), = mods
+        d = w.shape[0]
+        dh = w.shape[1] // (n_heads + 2 * n_kv)
+        sizes = [n_heads * dh, n_kv * dh, n_kv * dh]
+        mods = list(zip(w.split(sizes, dim=1), [None] * 3 if b is None else b.split(sizes), strict=True))
+    (wq, bq), (wk, bk), (wv, bv) = mods
+    d = wq.shape[0]
+    dh = wq.shape[1] // n_heads
+    w_o, b_o = linear_in_out(model.get_submodule(site.wo))
+
+    def heads(w: torch.Tensor, count: int) -> torch.Tensor:  # [d, count*dh] -> [count, d, dh]
+        return w.reshape(d, count, dh).permute(1, 0, 2).contiguous()
+
+    def bias(b: torch.Tensor | None, count: int) -> torch.Tensor | None:
+        return None if b is None else b.reshape(count, dh).clone()
+
+    return AttentionWeights(
+        W_Q=heads(wq, n_heads), W_K=heads(wk, n_kv), W_V=heads(wv, n_kv),
+        W_O=w_o.reshape(n_heads, dh, -1).clone(),
+        b_Q=bias(bq, n_heads), b_K=bias(bk, n_kv), b_V=bias(bv, n_kv), b_O=b_o,
+        scale=None if abs(scale - dh**-0.5) < 1e-12 else scale,
+    )  # fmt: skip

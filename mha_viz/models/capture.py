@@ -1,0 +1,220 @@
+"""The attention implementation mha-viz registers with transformers: the model does the math, we record it.
+
+Every model is loaded with ``attn_implementation=NAME``. The registered function calls the model's own
+eager attention (``eager_attention_forward`` of its modeling module), so the model computes exactly what
+it computes with "eager". Only while a Recorder is active *in the calling context* (a ContextVar: each
+thread, so each app session, has its own) does it record what the model used — q, k, v after rotary
+embeddings and QK-norm, the mask as applied, the scaling, soft-cap and position bias — check our own
+recomputation against the model's weights, and optionally zero heads on their way into W^O.
+Two requests tracing through the same shared model at once never see each other's tensors, and no lock
+is needed: nothing per-request is stored on the model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+
+from mha_viz.attention import attention_pattern
+from mha_viz.trace import MhaVizError
+
+NAME = "mha_viz"
+_ACTIVE: ContextVar[Recorder | None] = ContextVar("mha_viz_recorder", default=None)
+_SIGNATURES: dict[Callable, inspect.Signature] = {}
+
+
+@dataclass(eq=False)
+class Call:
+    """One attention call as the model made it (all batch items), detached, float32, on the CPU.
+
+    Shapes: q [b, n_heads, q_pos, d_head]; k, v [b, n_kv_heads, k_pos, d_head]; bias [b|1, n_heads|1,
+    q_pos, k_pos] additive (position bias and any non-masking part of the mask) or None; allowed
+    [b, n_heads|1, q_pos, k_pos] bool or None; x [b, q_pos, d_model] (the attention module's input),
+    x_kv the same for the key side of cross-attention; wo_in [b, q_pos, n_heads * d_head] (heads
+    concatenated, as they enter W^O); wo_out [b, q_pos, d_model] (W^O's output as the model computed it).
+    """
+
+    module: torch.nn.Module
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    scaling: float
+    softcap: float | None
+    bias: torch.Tensor | None
+    allowed: torch.Tensor | None
+    delta: float  # max |our pattern - the model's own weights| over live rows
+    part: str = "?"
+    layer: int = -1
+    wo_in: torch.Tensor | None = None
+    x: torch.Tensor | None = None
+    x_kv: torch.Tensor | None = None
+    wo_out: torch.Tensor | None = None
+
+
+@dataclass(eq=False)
+class Recorder:
+    """What one request records. ``parts`` maps id(attention module) to its part ("encoder", "decoder",
+    "cross"); ``ablate`` maps (part, layer) to heads zeroed on their way into W^O for this pass only."""
+
+    parts: Mapping[int, str] = field(default_factory=dict)
+    ablate: Mapping[tuple[str, int], Sequence[int]] = field(default_factory=dict)
+    keep: bool = True  # False: only ablate, record nothing (whole-model runs)
+    calls: list[Call] = field(default_factory=list)
+    pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
+    last: dict[int, Call] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def next_layer(self, part: str) -> int:
+        layer = self.counts.get(part, 0)
+        self.counts[part] = layer + 1
+        return layer
+
+
+@contextmanager
+def recording(recorder: Recorder) -> Iterator[Recorder]:
+    """Make ``recorder`` the active one in this context (thread) for the length of the block."""
+    token = _ACTIVE.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to(device="cpu", dtype=torch.float32)
+
+
+def eager_of(module: torch.nn.Module) -> Callable:
+    """The model's own eager attention function (from the module's modeling file)."""
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        raise MhaVizError(
+            f"{type(module).__name__} has no eager attention function that mha-viz can record; "
+            "this architecture is not supported"
+        )
+    return fn
+
+
+def _split_mask(
+    mask: torch.Tensor | None, k_len: int
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """An additive float mask -> (allowed bool, the finite additive part). Shapes: [b, 1|h, q, k]."""
+    if mask is None:
+        return None, None
+    mask = mask[..., :k_len]
+    if mask.dtype == torch.bool:
+        return mask, None
+    allowed = mask > torch.finfo(mask.dtype).min / 2  # masked entries are the dtype's minimum (or -inf)
+    extra = torch.where(allowed, mask, torch.zeros((), dtype=mask.dtype, device=mask.device))
+    return allowed, (extra if bool(extra.any()) else None)
+
+
+def mha_viz_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    *args: object,
+    **kwargs: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The registered implementation: the model's eager attention, recorded when a Recorder is active.
+
+    Shapes (transformers' convention): query [b, n_heads, q_pos, d_head]; key, value [b, n_kv_heads,
+    k_pos, d_head]; returns attn_output [b, q_pos, n_heads, d_head] and weights [b, n_heads, q_pos, k_pos].
+    """
+    eager = eager_of(module)
+    out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
+    rec = _ACTIVE.get()
+    if rec is None:
+        return out, weights
+    part = rec.parts.get(id(module), "?")
+    layer = rec.next_layer(part)
+    heads = rec.ablate.get((part, layer))
+    if heads:
+        out = out.clone()
+        out[:, :, list(heads), :] = 0  # zeroed on the way into W^O
+    if rec.keep:
+        rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
+        rec.calls[-1].part, rec.calls[-1].layer = part, layer
+        rec.last[id(module)] = rec.calls[-1]
+    return out, weights
+
+
+def _record(
+    rec: Recorder, module: torch.nn.Module, eager: Callable, args: tuple, kwargs: dict, out: torch.Tensor, weights
+) -> Call:
+    sig = _SIGNATURES.get(eager) or _SIGNATURES.setdefault(eager, inspect.signature(eager))
+    bound = sig.bind(module, *args, **kwargs)
+    named = dict(bound.arguments)
+    named.update(named.pop("kwargs", {}) or {})
+    query, key, value, mask = args[:4]
+    scaling = named.get("scaling")
+    scaling = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
+    softcap = named.get("softcap")
+    bias = named.get("position_bias")
+    allowed, extra = _split_mask(mask, int(key.shape[-2]))
+    bias = extra if bias is None else (bias if extra is None else bias + extra)
+    call = Call(
+        module=module,
+        q=_cpu(query),
+        k=_cpu(key),
+        v=_cpu(value),
+        scaling=scaling,
+        softcap=None if softcap is None else float(softcap),
+        bias=None if bias is None else _cpu(bias),
+        allowed=None if allowed is None else allowed.detach().cpu(),
+        delta=0.0,
+        wo_in=_cpu(out.reshape(*out.shape[:2], -1)),  # [b, q_pos, h*dh]
+    )
+    if isinstance(weights, torch.Tensor):  # the self-check: our recomputation against the model's own weights
+        _, pattern, dead = attention_pattern(
+            call.q, call.k, scale=call.scaling, softcap=call.softcap, bias=call.bias, allowed=call.allowed
+        )
+        diff = (pattern - _cpu(weights)).abs().masked_fill(dead.unsqueeze(-1), 0.0)
+        call.delta = float(diff.max()) if diff.numel() else 0.0
+    x, x_kv = rec.pending.pop(id(module), (None, None))
+    call.x, call.x_kv = x, x_kv
+    return call
+
+
+def input_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook on an attention module: its input X (and the key side of cross-attention)."""
+    rec = _ACTIVE.get()
+    if rec is None or not rec.keep:
+        return
+    x = args[0] if args else kwargs.get("hidden_states")
+    x_kv = kwargs.get("key_value_states")
+    if x_kv is None:
+        x_kv = kwargs.get("encoder_hidden_states")
+    if isinstance(x, torch.Tensor):
+        rec.pending[id(module)] = (_cpu(x), None if not isinstance(x_kv, torch.Tensor) else _cpu(x_kv))
+
+
+def output_hook(attn_module: torch.nn.Module) -> Callable:
+    """A forward hook for W^O: what it produced, filed with the last call of ``attn_module``."""
+
+    def hook(_mod: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
+        rec = _ACTIVE.get()
+        if rec is None or not rec.keep:
+            return
+        call = rec.last.get(id(attn_module))
+        if call is not None and call.wo_out is None and isinstance(output, torch.Tensor):
+            call.wo_out = _cpu(output)
+
+    return hook
+
+
+def register() -> None:
+    """Register NAME with transformers' attention and mask interfaces (idempotent)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    AttentionInterface.register(NAME, mha_viz_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, eager_mask)

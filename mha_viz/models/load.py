@@ -1,0 +1,245 @@
+"""Load a model for tracing: our recording attention implementation, never remote code, safetensors only.
+
+The loaded model is shared read-only by every user. At load time (before it is shared) it gets the
+recording attention implementation and two kinds of hooks that do nothing unless a request's Recorder is
+active in the calling thread: a pre-hook on each attention module (its input X) and a hook on each W^O
+(its output). Nothing per-request is ever stored on the model.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+
+from mha_viz.models import capture
+from mha_viz.models.arch import Site, discover
+from mha_viz.models.sources import DEFAULT_MODEL, SUPPORTED_TEXT, reason, resolve
+from mha_viz.trace import MhaVizError
+
+PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A pretrained model ready to trace. Shared read-only by every user: never mutate it."""
+
+    name: str
+    model_type: str
+    model: torch.nn.Module
+    tokenizer: object
+    sites: tuple[Site, ...]
+    n_heads: int
+    n_kv_heads: int
+    d_model: int
+    max_tokens: int
+    encoder_decoder: bool
+    decoder_start_id: int | None
+    causal_lm: bool  # has an LM head: next-token probabilities
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The attention kinds this model has, in model order (e.g. ("encoder", "decoder", "cross"))."""
+        return tuple(dict.fromkeys(s.part for s in self.sites))
+
+    @property
+    def causal(self) -> bool:
+        """The model's main stack is causal (a decoder-only model)."""
+        return not self.encoder_decoder and any(s.causal for s in self.sites)
+
+    def part(self, part: str | None) -> str:
+        """``part`` checked against this model (None: its first part)."""
+        if part is None:
+            return self.parts[0]
+        if part not in self.parts:
+            raise MhaVizError(
+                f"{self.name} has no {PART_NAMES.get(part, part)}; choose one of: {', '.join(self.parts)}"
+            )
+        return part
+
+    def n_layers(self, part: str | None = None) -> int:
+        p = self.part(part)
+        return sum(1 for s in self.sites if s.part == p)
+
+    def site(self, part: str | None, layer: int) -> Site:
+        p = self.part(part)
+        n = self.n_layers(p)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
+            raise MhaVizError(f"layer {layer} does not exist; {self.name} has layers 0 to {n - 1}")
+        return next(s for s in self.sites if s.part == p and s.layer == layer)
+
+
+def _interface_source(model_type: str) -> bool | None:
+    """Whether the installed transformers runs ``model_type``'s attention through the attention interface
+    (None when its modeling file can't be found)."""
+    import importlib.util
+
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    folder = model_type_to_module_name(model_type)
+    spec = importlib.util.find_spec(f"transformers.models.{folder}.modeling_{folder}")
+    if spec is None or spec.origin is None:
+        return None
+    with open(spec.origin, encoding="utf-8") as fh:
+        return "ALL_ATTENTION_FUNCTIONS.get_interface(" in fh.read()
+
+
+def model_classes(model_type: str, encoder_decoder: bool) -> list:
+    """The auto classes to try, most useful first: a head that gives next-token probabilities if any."""
+    import transformers
+    from transformers.models.auto import modeling_auto as ma
+
+    if encoder_decoder:
+        return [transformers.AutoModelForSeq2SeqLM, transformers.AutoModel]
+    if model_type in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return [transformers.AutoModelForCausalLM, transformers.AutoModel]
+    return [transformers.AutoModel]
+
+
+def load_model(name: str | None = None, device: str | torch.device = "cpu") -> LoadedModel:
+    """Load a supported model (the bundled MiniLM by default) in eval mode, on ``device``.
+
+    Raises MhaVizError naming what is supported when the model can't be had or isn't supported.
+    """
+    import transformers  # deferred: importing transformers costs seconds
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    capture.register()
+
+    src, bundled = resolve(name)
+    shown = DEFAULT_MODEL if bundled else name
+    local = bundled or os.path.isdir(src) or not hub_reachable()
+    offline = {"local_files_only": True} if local else {}
+    try:
+        config = transformers.AutoConfig.from_pretrained(src, trust_remote_code=False, **offline)
+    except Exception as exc:  # OSError (unknown id, no network), ValueError (unknown/remote code)
+        why = "no network, and it is not in the local cache" if offline and not bundled and not os.path.isdir(src) else reason(exc)
+        raise MhaVizError(f"could not load model {shown!r} ({why}); {SUPPORTED_TEXT}") from None
+    model_type = str(config.model_type)
+    if not _interface_source(model_type):
+        raise MhaVizError(
+            f"model {shown!r} is a {model_type!r} model, whose attention does not go through transformers' "
+            f"attention interface, so mha-viz cannot record it exactly; {SUPPORTED_TEXT}"
+        )
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(src, trust_remote_code=False, **offline)
+    except Exception as exc:
+        raise MhaVizError(f"could not load the tokenizer of {shown!r} ({reason(exc)})") from None
+    model = None
+    for auto in model_classes(model_type, encoder_decoder):
+        try:
+            model = auto.from_pretrained(
+                src, attn_implementation=capture.NAME, use_safetensors=True, trust_remote_code=False,
+                dtype=torch.float32, **offline,
+            )  # fmt: skip
+            break
+        except ValueError as exc:  # no such head for this config: try the next class
+            last = exc
+        except Exception as exc:
+            raise MhaVizError(
+                f"could not load model {shown!r} ({reason(exc)}); weights must be in safetensors format; "
+                f"{SUPPORTED_TEXT}"
+            ) from None
+    if model is None:
+        raise MhaVizError(f"could not load model {shown!r} ({reason(last)}); {SUPPORTED_TEXT}")
+    return prepare(model, tokenizer, shown, device)
+
+
+def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | torch.device = "cpu") -> LoadedModel:
+    """Make a transformers model traceable: eval mode, our attention implementation, the probe, the hooks.
+
+    Called once per model, before it is shared.
+    """
+    capture.register()
+    config = model.config
+    model.eval().requires_grad_(False)
+    model.set_attn_implementation(capture.NAME)
+    model.to(device)
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    start = _decoder_start(config) if encoder_decoder else None
+    vocab = int(getattr(config, "vocab_size", 0) or getattr(config.get_text_config(), "vocab_size", 0) or 100)
+    probe = torch.arange(1, 5, device=model.device).remainder(vocab).unsqueeze(0)  # [1, 4]
+    inputs = {"input_ids": probe, "use_cache": False} if _accepts_cache(model) else {"input_ids": probe}
+    if encoder_decoder:
+        inputs["decoder_input_ids"] = probe[:, :3]
+    try:
+        sites = discover(model, inputs, encoder_decoder)
+    except MhaVizError:
+        raise
+    except Exception as exc:
+        raise MhaVizError(f"{name} could not run on a short probe text ({reason(exc)}); it is not supported") from None
+    for site in sites:
+        attn = model.get_submodule(site.name)
+        attn.register_forward_pre_hook(capture.input_hook, with_kwargs=True)
+        model.get_submodule(site.wo).register_forward_hook(capture.output_hook(attn))
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n_heads = int(getattr(text, "num_attention_heads", None) or getattr(text, "n_head", None) or 1)
+    return LoadedModel(
+        name=name,
+        model_type=str(config.model_type),
+        model=model,
+        tokenizer=tokenizer,
+        sites=sites,
+        n_heads=n_heads,
+        n_kv_heads=int(getattr(text, "num_key_value_heads", None) or n_heads),
+        d_model=int(getattr(text, "hidden_size", None) or getattr(text, "d_model", None) or 0),
+        max_tokens=_max_tokens(text, tokenizer),
+        encoder_decoder=encoder_decoder,
+        decoder_start_id=start,
+        causal_lm=hasattr(model, "get_output_embeddings") and model.get_output_embeddings() is not None,
+    )
+
+
+def _accepts_cache(model: torch.nn.Module) -> bool:
+    import inspect
+
+    return "use_cache" in inspect.signature(model.forward).parameters
+
+
+def _decoder_start(config: object) -> int:
+    for attr in ("decoder_start_token_id", "pad_token_id", "bos_token_id"):
+        value = getattr(config, attr, None)
+        if value is not None:
+            return int(value)
+    return 0
+
+
+def _max_tokens(config: object, tokenizer: object) -> int:
+    for attr in ("max_position_embeddings", "n_positions", "max_source_positions"):
+        value = getattr(config, attr, None)
+        if value:
+            limit = int(value)
+            if config.model_type in ("roberta", "xlm-roberta", "camembert"):
+                limit -= int(getattr(config, "pad_token_id", 1) or 1) + 1  # positions start after padding_idx
+            return limit
+    tok_limit = int(getattr(tokenizer, "model_max_length", 0) or 0)
+    return tok_limit if 0 < tok_limit < 1_000_000 else 512  # relative positions (T5): no hard limit
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connect (False when offline mode is set).
+
+    Checked up front so that, with no network, loading fails in seconds from the local cache
+    instead of retrying for half a minute.
+    """
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,97 @@
+"""One forward pass of a loaded model, recorded per request (no lock: see capture.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from mha_viz.models.arch import linear_in_out
+from mha_viz.models.capture import Call, Recorder, recording
+from mha_viz.models.load import LoadedModel
+from mha_viz.trace import MhaVizError
+
+
+@dataclass(frozen=True, eq=False)
+class ModelRun:
+    """What one forward pass recorded: every attention call by (part, layer), and the model's outputs.
+
+    Shapes: hidden [b, pos, d_model] (the last hidden state; the decoder's for encoder-decoders);
+    logits [b, pos, vocab] for models with an LM head, else None.
+    """
+
+    calls: dict[tuple[str, int], Call]
+    hidden: torch.Tensor
+    logits: torch.Tensor | None
+
+
+def run_model(
+    lm: LoadedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    decoder_ids: torch.Tensor | None = None,
+    ablate: Mapping[tuple[str, int], Sequence[int]] | None = None,
+    record: bool = True,
+) -> ModelRun:
+    """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
+    ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
+
+    Shapes: input_ids [b, pos] long; attention_mask [b, pos] (1 = token, 0 = padding); decoder_ids
+    [b, target_pos] (required for encoder-decoder models).
+    """
+    if lm.encoder_decoder and decoder_ids is None:
+        raise MhaVizError(f"{lm.name} is an encoder-decoder model: give the decoder's text too (target)")
+    if not lm.encoder_decoder and decoder_ids is not None:
+        raise MhaVizError(f"{lm.name} has no decoder input; a target text is only for encoder-decoder models")
+    plan = {(p, la): sorted({int(h) for h in hs}) for (p, la), hs in (ablate or {}).items() if hs}
+    for (p, la), heads in plan.items():
+        lm.site(p, la)
+        bad = [h for h in heads if not 0 <= h < lm.n_heads]
+        if bad:
+            raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {lm.n_heads - 1}")
+    parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
+    rec = Recorder(parts=parts, ablate=plan, keep=record)
+    dev = lm.device
+    kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
+    if attention_mask is not None:
+        kwargs["attention_mask"] = attention_mask.to(dev)
+    if decoder_ids is not None:
+        kwargs["decoder_input_ids"] = decoder_ids.to(dev)
+    with torch.no_grad(), recording(rec):
+        out = lm.model(**kwargs)
+    calls = {(c.part, c.layer): c for c in rec.calls}
+    if record and len(calls) != len(lm.sites):
+        raise MhaVizError(f"{lm.name} made {len(calls)} attention calls where {len(lm.sites)} were expected")
+    hidden = getattr(out, "decoder_hidden_states", None) or out.hidden_states
+    logits = getattr(out, "logits", None)
+    return ModelRun(
+        calls=calls,
+        hidden=hidden[-1].detach().float().cpu(),
+        logits=None if logits is None else logits.detach().float().cpu(),
+    )
+
+
+def output_projection(lm: LoadedModel, part: str, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The layer's W^O as [n_heads * d_head, d_model] (in -> out) and its bias [d_model], copied."""
+    return linear_in_out(lm.model.get_submodule(lm.site(part, layer).wo))
+
+
+def token_embeddings(lm: LoadedModel, ids: tuple[int, ...], positions: bool = False) -> torch.Tensor:
+    """The model's input embeddings of ``ids`` (plus learned absolute position embeddings if asked and
+    the model has them), copied. Shapes: returns [len(ids), d_model] float32 on the CPU."""
+    words = lm.model.get_input_embeddings()
+    index = torch.tensor(ids, dtype=torch.long, device=words.weight.device)  # [n]
+    with torch.no_grad():
+        x = words(index)  # [n, d_model]
+        pos = _position_embeddings(lm.model) if positions else None
+        if pos is not None:
+            x = x + pos(torch.arange(len(ids), device=index.device))
+    return x.detach().float().cpu().clone()
+
+
+def _position_embeddings(model: torch.nn.Module) -> torch.nn.Embedding | None:
+    for name, mod in model.named_modules():
+        if name.endswith(("position_embeddings", "wpe")) and isinstance(mod, torch.nn.Embedding):
+            return mod
+    return None

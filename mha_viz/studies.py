@@ -1,0 +1,126 @@
+"""Studies built on the road: head-count sweeps, the one-head check, every layer's pattern, head roles,
+whole-model ablation. Each takes what the pipeline returns and returns plain numbers or arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from mha_viz.analysis import head_roles, head_stats, is_punctuation
+from mha_viz.attention import compute_trace
+from mha_viz.config import Config
+from mha_viz.edits import apply_wo, regroup_heads
+from mha_viz.models.load import LoadedModel
+from mha_viz.models.run import run_model
+from mha_viz.models.tokens import Tokens, readable
+from mha_viz.pipeline import Recording, encode, layer_trace
+from mha_viz.trace import AttentionTrace, AttentionWeights
+
+
+def headcount_sweep(
+    weights: AttentionWeights, x: torch.Tensor, counts: Sequence[int], config: Config = Config()
+) -> dict[str, list[float]]:
+    """Re-split the same projections into each head count and summarise the result.
+
+    For each count: mean row entropy (nats), mean largest weight per row, and the relative change of
+    the layer output against the weights as given (|out' - out| / |out| over all tokens).
+    Shapes: x [pos, d_model].
+    """
+
+    def run(w: AttentionWeights) -> AttentionTrace:
+        return compute_trace(w, x, causal=config.causal, scaled=config.scaled, device=config.device, dtype=config.dtype)
+
+    base = run(weights).output
+    rows: dict[str, list[float]] = {"heads": [], "mean_entropy": [], "mean_max_weight": [], "output_change": []}
+    for h in counts:
+        t = run(regroup_heads(weights, int(h)))
+        stats = head_stats(t.pattern.numpy())
+        rows["heads"].append(int(h))
+        rows["mean_entropy"].append(float(stats["entropy"].mean()))
+        rows["mean_max_weight"].append(float(stats["max_weight"].mean()))
+        rows["output_change"].append(float((t.output - base).norm() / base.norm().clamp_min(1e-12)))
+    return rows
+
+
+def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> float:
+    """Max |difference| between MHA with h = 1 and W^O = I, and plain single-head self-attention.
+
+    Plain: softmax(X W_Q (X W_K)^T / sqrt(d)) X W_V with the layer's own (concatenated) projections
+    and biases, computed directly in float64. Shapes: x [pos, d_model].
+    """
+    one = apply_wo(regroup_heads(weights, 1), "identity")
+    mha = compute_trace(one, x, device="cpu", dtype="float64").output  # [pos, d]
+    w = one.to("cpu", torch.float64)
+    xd = x.to(torch.float64)
+
+    def proj(wm: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return xd @ wm[0] + (0 if b is None else b[0])  # [pos, d]
+
+    q, k, v = proj(w.W_Q, w.b_Q), proj(w.W_K, w.b_K), proj(w.W_V, w.b_V)
+    plain = torch.softmax(q @ k.T * w.scale_factor, dim=-1) @ v  # [pos, d]
+    return float((mha - plain).abs().max())
+
+
+def all_patterns(lm: LoadedModel, rec: Recording, part: str | None, config: Config) -> np.ndarray:
+    """Every layer's attention pattern of one part. Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
+    part = lm.part(part)
+    found = [layer_trace(lm, rec, part, i, config).pattern.numpy() for i in range(lm.n_layers(part))]
+    return np.stack(found).astype(np.float32)
+
+
+def roles_table(tokens: Tokens, patterns: np.ndarray) -> list[dict]:
+    """One row per (layer, head): the role scores of analysis.head_roles and the label.
+
+    Shapes: patterns [n_layers, n_heads, pos, pos].
+    """
+    special = np.asarray(tokens.special, dtype=bool)
+    punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
+    names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
+    rows = []
+    for layer, pattern in enumerate(patterns):
+        r = head_roles(pattern, special, punct, names)
+        for head in range(pattern.shape[0]):
+            row = {"layer": layer, "head": head}
+            row.update({k: float(r[k][head]) for k in ("prev", "next", "self", "special", "punct", "entropy")})
+            row["label"] = str(r["label"][head])
+            rows.append(row)
+    return rows
+
+
+def ablation_effect(
+    lm: LoadedModel,
+    text: str,
+    ablate: Mapping[tuple[str, int], Sequence[int]],
+    target: str | None = None,
+    top_k: int = 5,
+) -> dict:
+    """What the whole model produces with chosen heads zeroed ({(part, layer): heads}), against intact.
+
+    Always: per-token relative change of the last hidden states. Encoders: the sentence embedding
+    (mean pooling, L2-normalised, as sentence-transformers does) and its cosine to the intact one.
+    Models with an LM head: the next-token top-k (token, probability) before and after.
+    """
+    tokens, target_tokens = encode(lm, text, target)
+    ids = torch.tensor([tokens.ids])
+    dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
+    intact = run_model(lm, ids, decoder_ids=dec, record=False)
+    cut = run_model(lm, ids, decoder_ids=dec, ablate=ablate, record=False)
+    h0, h1 = intact.hidden[0].double(), cut.hidden[0].double()  # [pos, d]
+    result: dict = {
+        "tokens": (target_tokens or tokens).labels,
+        "token_change": ((h1 - h0).norm(dim=-1) / h0.norm(dim=-1).clamp_min(1e-12)).numpy(),
+    }
+    if intact.logits is None:
+        e0 = torch.nn.functional.normalize(h0.mean(0), dim=0)
+        e1 = torch.nn.functional.normalize(h1.mean(0), dim=0)
+        result["embedding_cosine"] = float(e0 @ e1)
+    else:
+        for name, out in (("top_before", intact), ("top_after", cut)):
+            probs = torch.softmax(out.logits[0, -1].double(), dim=-1)
+            values, idx = probs.topk(min(top_k, probs.shape[0]))
+            result[name] = [
+                (readable(lm.tokenizer.decode([int(i)])), float(v)) for v, i in zip(values, idx, strict=True)
+            ]
+    return result

@@ -1,0 +1,72 @@
+"""Tiny random models of many architectures, built offline from configs (no download).
+
+Each entry: model_type -> config keyword arguments. Sizes are small (hidden 32-64, 2 layers) so the whole
+zoo builds in seconds; special token ids sit inside the small vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+
+VOCAB = 128
+_IDS = {"vocab_size": VOCAB, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+_DEC = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
+        "max_position_embeddings": 128, **_IDS}  # fmt: skip
+_GQA = {**_DEC, "num_key_value_heads": 2, "head_dim": 16}
+_ENC = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
+        "max_position_embeddings": 128, **_IDS}  # fmt: skip
+_S2S = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4, "encoder_ffn_dim": 96, "decoder_ffn_dim": 96, "max_position_embeddings": 128,
+        "decoder_start_token_id": 2, **_IDS}  # fmt: skip
+
+ZOO: dict[str, dict] = {
+    # encoders
+    "bert": _ENC,
+    "roberta": {**_ENC, "pad_token_id": 1, "bos_token_id": 0},
+    "xlm-roberta": {**_ENC, "pad_token_id": 1, "bos_token_id": 0},
+    "electra": {**_ENC, "embedding_size": 32},
+    "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 96, "max_position_embeddings": 128, **_IDS},
+    "modernbert": {**_ENC, "global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1,
+                   "sep_token_id": 2},  # fmt: skip
+    # decoders
+    "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, **_IDS},
+    "gpt_neox": {**_DEC, "rotary_pct": 0.25},
+    "opt": {**_DEC, "ffn_dim": 96, "word_embed_proj_dim": 64},
+    "llama": _GQA,
+    "mistral": {**_GQA, "sliding_window": 4},
+    "mixtral": {**_GQA, "sliding_window": None, "num_local_experts": 2, "num_experts_per_tok": 1},
+    "qwen2": {**_GQA, "use_sliding_window": False},
+    "qwen3": {**_GQA, "use_sliding_window": False},
+    "gemma": {**_GQA},
+    "gemma2": {**_GQA, "sliding_window": 4, "attn_logit_softcapping": 50.0, "query_pre_attn_scalar": 16},
+    "gemma3_text": {**_GQA, "sliding_window": 4, "query_pre_attn_scalar": 16},
+    "phi3": {**_GQA, "sliding_window": None},
+    "phi": {**_DEC, "partial_rotary_factor": 0.5},
+    "olmo2": _GQA,
+    "granite": {**_GQA, "attention_multiplier": 0.2},
+    "starcoder2": {**_GQA, "sliding_window": None},
+    "cohere": {**_GQA, "use_qk_norm": True},
+    "olmo": _DEC,
+    # encoder-decoders
+    "bart": _S2S,
+    "mbart": _S2S,
+    "marian": {**_S2S, "decoder_vocab_size": VOCAB},
+    "t5": {"d_model": 64, "d_kv": 16, "d_ff": 96, "num_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8,
+           "decoder_start_token_id": 0, **_IDS},  # fmt: skip
+}
+
+
+def build(model_type: str, seed: int = 0) -> torch.nn.Module:
+    """A tiny random model of ``model_type`` (float32, eval mode) with the head mha-viz would load."""
+    import transformers
+
+    from mha_viz.models.load import model_classes
+
+    config = transformers.AutoConfig.for_model(model_type, **ZOO[model_type])
+    torch.manual_seed(seed)
+    for cls in model_classes(model_type, bool(getattr(config, "is_encoder_decoder", False))):
+        try:
+            return cls.from_config(config, attn_implementation="eager").float().eval()
+        except ValueError:
+            continue
+    raise AssertionError(f"no auto class builds {model_type}")
