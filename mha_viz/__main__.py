@@ -16,6 +16,7 @@ import numpy as np
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
 EXIT_USAGE = 2
+PARTS = ("encoder", "decoder", "cross")
 EXIT_FAILURE = 1
 
 
@@ -35,8 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m mha_viz", description="mha-viz: multi-head attention, traced.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("trace", help="export attention patterns (and intermediates) to .npz")
-    t.add_argument("--text", required=True, help="the text to analyse")
+    t.add_argument("--text", required=True, help="the text to analyse (an encoder-decoder model's source text)")
     t.add_argument("--model", default=None, help='bundled MiniLM (default), a Hugging Face id or folder, or "own"')
+    t.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
+    t.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
     t.add_argument("--layer", type=int, default=None, help="layer to export (default: all layers)")
     t.add_argument("--heads", type=int, default=None, help="re-split into N heads (own weights: the head count)")
     t.add_argument("--wo", choices=("learned", "identity", "random"), default="learned", help="W^O variant")
@@ -58,83 +61,100 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("roles", help="score every head's role (previous token, [SEP] sink, broad, ...) to JSON")
     r.add_argument("--text", required=True, help="the text to analyse")
     r.add_argument("--model", default=None, help="bundled MiniLM (default), a Hugging Face id or folder")
+    r.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
+    r.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
     r.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     r.add_argument("--out", default=None, help="write FILE.json (without it, print the JSON)")
+    m = sub.add_parser("models", help="list the architectures this install can trace")
+    m.add_argument("--all", action="store_true", help="also list those that are not supported, with the reason")
     return parser
 
 
-def _own_spec(args: argparse.Namespace):
-    from mha_viz.own import load_weights
-    from mha_viz.pipeline import OwnSpec
+def _config(args: argparse.Namespace, device: str):
+    from mha_viz.config import Config
 
     weights = None
     if args.weights:
         if not args.weights.endswith(".safetensors"):
             raise MhaVizError("--weights takes a .safetensors file (pickle files are not accepted)")
         with open(args.weights, "rb") as fh:
-            weights = load_weights(fh.read(64 * 1024 * 1024 + 1))
-    return OwnSpec(
-        d_model=args.d_model, n_heads=args.heads or 8, seed=args.seed, init=args.init, bias=args.bias,
-        embeddings=args.embeddings, positions=args.positions, weights=weights,
-    )  # fmt: skip
-
-
-def run_trace(args: argparse.Namespace) -> tuple[tuple[str, ...], list[AttentionTrace], AttentionWeights | None]:
-    """Compute what ``trace`` exports: (tokens, traces, the weights of a single traced layer)."""
-    from mha_viz.adapters import layer_weights
-    from mha_viz.attention import resolve_device
-    from mha_viz.loading import load_model
-    from mha_viz.pipeline import Settings, edit_weights, own_trace, pretrained_traces
-
-    device = str(resolve_device(args.device))
+            weights = fh.read(64 * 1024 * 1024 + 1)
     own = (args.model or "").strip().lower() == "own"
-    settings = Settings(
-        heads=None if own else args.heads, wo=args.wo, ablate=args.ablate, causal=args.causal,
-        scaled=not args.no_scale, seed=args.seed, device=device, dtype=args.dtype,
+    return Config(
+        model=(args.model or "").strip(), device=device, dtype=args.dtype,
+        d_model=args.d_model, n_heads=args.heads or 8, seed=args.seed, init=args.init, bias=args.bias,
+        embeddings=args.embeddings, positions=args.positions, weights_file=weights,
+        heads=None if own else args.heads, wo=args.wo, wo_seed=args.seed, ablate=args.ablate,
+        causal=args.causal, scaled=not args.no_scale,
     )  # fmt: skip
-    if own:
+
+
+def run_trace(
+    args: argparse.Namespace,
+) -> tuple[tuple[str, ...], tuple[str, ...], list[AttentionTrace], AttentionWeights | None]:
+    """Compute what ``trace`` exports: (query tokens, key tokens, traces, the weights of a single traced
+    layer when its projections are plain linear maps)."""
+    from mha_viz.attention import resolve_device
+    from mha_viz.pipeline import edit_weights, layer_trace, layer_weights, load, own_trace, record
+
+    config = _config(args, str(resolve_device(args.device)))
+    if config.own:
         if args.layer not in (None, 0):
             raise MhaVizError(f"own weights have one layer (0); got --layer {args.layer}")
-        lm = load_model(None, "cpu")  # its tokenizer (and embeddings)
-        tokens, weights, trace = own_trace(lm, args.text, _own_spec(args), settings)
-        return tokens.labels, [trace], weights
+        if args.target or args.part not in (None, "encoder"):
+            raise MhaVizError("own weights have one self-attention layer; --target and --part are not used")
+        tokens, weights, trace = own_trace(load(config), args.text, config)
+        return tokens.labels, tokens.labels, [trace], weights
     if args.full and args.layer is None:
         raise MhaVizError("--full stores one layer's intermediates; add --layer N")
-    lm = load_model(args.model, device)
-    layers = None if args.layer is None else [args.layer]
-    tokens, traces = pretrained_traces(lm, args.text, layers, settings)
-    weights = edit_weights(layer_weights(lm, args.layer), settings) if args.layer is not None else None
-    return tokens.labels, traces, weights
+    lm = load(config)
+    part = lm.part(args.part)
+    rec = record(lm, args.text, args.target)
+    layers = range(lm.n_layers(part)) if args.layer is None else [args.layer]
+    found = [layer_trace(lm, rec, part, int(i), config) for i in layers]
+    weights = None
+    if args.full and lm.site(part, args.layer).qkv:
+        weights = edit_weights(layer_weights(lm, rec, part, args.layer), config)
+    return rec.query_tokens(part).labels, rec.key_tokens(part).labels, found, weights
 
 
 def to_arrays(
-    tokens: tuple[str, ...], traces: list[AttentionTrace], weights: AttentionWeights | None, full: bool
+    tokens: tuple[str, ...],
+    key_tokens: tuple[str, ...],
+    traces: list[AttentionTrace],
+    weights: AttentionWeights | None,
+    full: bool,
 ) -> dict[str, np.ndarray]:
-    """The .npz contract: tokens [n] str, pattern [layers, heads, n, n]; with full, one layer's all."""
+    """The .npz contract: tokens [n_query] str, key_tokens [n_key] str, pattern [layers, heads, n_query,
+    n_key]; with full, one layer's intermediates (and its weights: W_O and b_O always, W_Q ... b_V when
+    the layer's projections are plain linear maps of X)."""
     arrays = {
         "tokens": np.asarray(tokens, dtype=str),
+        "key_tokens": np.asarray(key_tokens, dtype=str),
         "pattern": np.stack([t.pattern.numpy() for t in traces]),
     }
     if full:
         (trace,) = traces
         arrays.update({n: t.numpy() for n, t in trace.tensors().items() if n != "pattern"})
-        if weights is not None:
-            dtype = trace.pattern.dtype
-            arrays.update({n: t.to(dtype).numpy() for n, t in weights.tensors().items()})
+        dtype = trace.pattern.dtype
+        found = weights.tensors() if weights is not None else {"W_O": trace.W_O, "b_O": trace.b_O}
+        arrays.update({n: t.to(dtype).numpy() for n, t in found.items() if t is not None})
     return arrays
 
 
 def _trace_command(args: argparse.Namespace) -> None:
     if args.out and not args.out.endswith(".npz"):
         raise MhaVizError(f"--out must name a .npz file, got {args.out!r}")
-    tokens, traces, weights = run_trace(args)
-    arrays = to_arrays(tokens, traces, weights, args.full)
+    tokens, key_tokens, traces, weights = run_trace(args)
+    arrays = to_arrays(tokens, key_tokens, traces, weights, args.full)
     shape = "x".join(map(str, arrays["pattern"].shape))
     if args.out:
         np.savez_compressed(args.out, **arrays)
         print(f"wrote {args.out}: {len(tokens)} tokens, pattern {shape}, {len(arrays)} arrays")
     else:
         print(f"{len(tokens)} tokens: {' | '.join(tokens)}")
+        if key_tokens != tokens:
+            print(f"{len(key_tokens)} key tokens: {' | '.join(key_tokens)}")
         print(f"pattern {shape} (layers x heads x query x key); add --out FILE.npz to save")
 
 
@@ -143,17 +163,21 @@ def _roles_command(args: argparse.Namespace) -> None:
 
     from mha_viz.analysis import ROLE_RULES
     from mha_viz.attention import resolve_device
-    from mha_viz.loading import load_model
-    from mha_viz.pipeline import Settings, all_patterns, roles_table
+    from mha_viz.config import Config
+    from mha_viz.pipeline import load, record
+    from mha_viz.studies import all_patterns, roles_table
 
     if args.out and not args.out.endswith(".json"):
         raise MhaVizError(f"--out must name a .json file, got {args.out!r}")
     if (args.model or "").strip().lower() == "own":
         raise MhaVizError("roles needs a pretrained model; own weights have no trained roles")
-    device = str(resolve_device(args.device))
-    lm = load_model(args.model, device)
-    tokens, patterns = all_patterns(lm, args.text, Settings(device=device))
-    rows = roles_table(tokens, patterns)
+    config = Config(model=(args.model or "").strip(), device=str(resolve_device(args.device)))
+    lm = load(config)
+    part = lm.part(args.part)
+    rec = record(lm, args.text, args.target)
+    if part == "cross":
+        raise MhaVizError("head roles compare a token with its neighbours; choose --part encoder or decoder")
+    rows = roles_table(rec.query_tokens(part), all_patterns(lm, rec, part, config))
     text = json.dumps(rows, indent=1)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
@@ -164,10 +188,16 @@ def _roles_command(args: argparse.Namespace) -> None:
         print(text)
 
 
+def _models_command(args: argparse.Namespace) -> None:
+    from mha_viz.models.catalog import catalog, format_table
+
+    print(format_table(catalog(), show_unsupported=args.all))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        {"trace": _trace_command, "roles": _roles_command}[args.command](args)
+        {"trace": _trace_command, "roles": _roles_command, "models": _models_command}[args.command](args)
         return 0
     except MhaVizError as exc:
         print(f"mha-viz: error: {exc}", file=sys.stderr)

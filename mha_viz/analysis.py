@@ -80,17 +80,21 @@ def similarity_order(dist: np.ndarray) -> list[int]:
     return order
 
 
-def drop_special(pattern: np.ndarray, special: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def drop_special(
+    pattern: np.ndarray, special: np.ndarray, key_special: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Remove special tokens' rows and columns and renormalise each row to sum to 1.
 
-    Rows whose remaining weight is zero stay all-zero. Shapes: pattern [h, n, n]; special [n] bool;
-    returns (pattern [h, m, m], kept indices [m]).
+    Rows whose remaining weight is zero stay all-zero. Shapes: pattern [h, n_q, n_k]; special [n_q] bool;
+    key_special [n_k] bool (default: special); returns (pattern [h, m_q, m_k], kept rows [m_q], kept
+    columns [m_k]).
     """
     keep = np.flatnonzero(~np.asarray(special, dtype=bool))
-    sub = np.asarray(pattern)[:, keep][:, :, keep]
+    keep_k = keep if key_special is None else np.flatnonzero(~np.asarray(key_special, dtype=bool))
+    sub = np.asarray(pattern)[:, keep][:, :, keep_k]
     total = sub.sum(-1, keepdims=True)
     out = np.divide(sub, total, out=np.zeros_like(sub), where=total > 0)
-    return out.astype(np.asarray(pattern).dtype, copy=False), keep
+    return out.astype(np.asarray(pattern).dtype, copy=False), keep, keep_k
 
 
 def output_change(reference: np.ndarray, changed: np.ndarray) -> dict[str, np.ndarray]:

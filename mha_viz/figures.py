@@ -27,21 +27,20 @@ POOLED_HOVER = "%{y} → %{x}: mean %{z:.3f}<extra>%{meta}</extra>"
 def pool_blocks(stack: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
     """Average the last two axes over f×f blocks so each side has at most ``max_cells`` cells.
 
-    The last block may be partial (it averages the positions it has). Shapes: [..., n, n] ->
-    ([..., m, m], f) with m = ceil(n / f).
+    The last block on each side may be partial (it averages the positions it has). Shapes:
+    [..., n_q, n_k] -> ([..., ceil(n_q / f), ceil(n_k / f)], f).
     """
-    n = int(stack.shape[-1])
-    f = max(1, math.ceil(n / max_cells))
+    nq, nk = int(stack.shape[-2]), int(stack.shape[-1])
+    f = max(1, math.ceil(max(nq, nk) / max_cells))
     if f == 1:
         return _f32(stack), 1
-    m = math.ceil(n / f)
-    pad = m * f - n
-    widths = [(0, 0)] * (stack.ndim - 2) + [(0, pad), (0, pad)]
+    mq, mk = math.ceil(nq / f), math.ceil(nk / f)
+    widths = [(0, 0)] * (stack.ndim - 2) + [(0, mq * f - nq), (0, mk * f - nk)]
     padded = np.pad(_f32(stack), widths)
-    counts = np.pad(np.ones((n, n), dtype=np.float32), [(0, pad), (0, pad)])
-    shape = (*stack.shape[:-2], m, f, m, f)
+    counts = np.pad(np.ones((nq, nk), dtype=np.float32), widths[-2:])
+    shape = (*stack.shape[:-2], mq, f, mk, f)
     sums = padded.reshape(shape).sum((-1, -3))
-    return (sums / counts.reshape(m, f, m, f).sum((-1, -3))).astype(np.float32), f
+    return (sums / counts.reshape(mq, f, mk, f).sum((-1, -3))).astype(np.float32), f
 
 
 def block_labels(tokens: Sequence[str], f: int) -> list[str]:
@@ -112,6 +111,7 @@ def heads_grid(
     titles: Sequence[str] | None = None,
     cols: int = 4,
     clickable: bool = True,
+    key_tokens: Sequence[str] | None = None,
 ) -> go.Figure:
     """One heatmap per head on a shared colour scale (0 to the largest weight shown).
 
@@ -119,13 +119,15 @@ def heads_grid(
     click reports (head, query, key) to Streamlit (heatmaps alone send no selection events); the
     markers then also carry the hover text "query → key: weight". Texts longer than
     GRID_MAX_CELLS tokens are shown averaged over token blocks (hover says "mean"); the single-head
-    view shows every weight. Shapes: pattern [n_heads, query_pos, key_pos]; tokens [pos].
+    view shows every weight. Shapes: pattern [n_heads, query_pos, key_pos]; tokens [query_pos];
+    key_tokens [key_pos] (default: tokens).
     """
     h = int(pattern.shape[0])
+    keys = tokens if key_tokens is None else key_tokens
     pattern, f = pool_blocks(pattern, GRID_MAX_CELLS)
     if f > 1:
-        tokens, clickable = block_labels(tokens, f), False
-    n = len(tokens)
+        tokens, keys, clickable = block_labels(tokens, f), block_labels(keys, f), False
+    n, nk = len(tokens), len(keys)
     titles = list(titles) if titles is not None else [f"head {i}" for i in range(h)]
     rows, cols = _grid(h, cols)
     fig = make_subplots(
@@ -138,10 +140,10 @@ def heads_grid(
         vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
     )
     z = _f32(pattern)
-    labels = list(tokens)
-    overlay = clickable and h * n * n <= CLICK_OVERLAY_MAX_CELLS
-    qi, ki = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    cell_x = [labels[k] for k in ki.ravel()]  # key label of every cell, row by row
+    labels, klabels = list(tokens), list(keys)
+    overlay = clickable and h * n * nk <= CLICK_OVERLAY_MAX_CELLS
+    qi, ki = np.meshgrid(np.arange(n), np.arange(nk), indexing="ij")
+    cell_x = [klabels[k] for k in ki.ravel()]  # key label of every cell, row by row
     cell_y = [labels[q] for q in qi.ravel()]  # query label of every cell
     traces, at_rows, at_cols = [], [], []
     for i in range(h):
@@ -149,7 +151,7 @@ def heads_grid(
         traces.append(
             go.Heatmap(
                 z=z[i],
-                x=labels,
+                x=klabels,
                 y=labels,
                 coloraxis="coloraxis",
                 hovertemplate=POOLED_HOVER if f > 1 else WEIGHT_HOVER,
@@ -161,7 +163,7 @@ def heads_grid(
         at_rows.append(r)
         at_cols.append(c)
         if overlay:  # customdata per cell: (weight, head), numeric, so it travels as a typed array
-            custom = np.stack([z[i].ravel(), np.full(n * n, i, dtype=np.float32)], axis=1)
+            custom = np.stack([z[i].ravel(), np.full(n * nk, i, dtype=np.float32)], axis=1)
             traces.append(
                 go.Scatter(
                     x=cell_x,
@@ -178,7 +180,7 @@ def heads_grid(
             at_rows.append(r)
             at_cols.append(c)
     fig.add_traces(traces, rows=at_rows, cols=at_cols)
-    _style_attention_axes(fig, n)
+    _style_attention_axes(fig, max(n, nk))
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
         coloraxis_colorbar={"title": {"text": "weight"}},
@@ -238,11 +240,14 @@ def matrix_heatmap(
 FOCUS_TOP_KEYS = 24  # beyond this many tokens, each head's bars show its largest weights only
 
 
-def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int = 4) -> go.Figure:
+def focus_bars(
+    pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int = 4, query_label: str | None = None
+) -> go.Figure:
     """For one query token, a bar chart per head of the weight it puts on each key token.
 
     With more than FOCUS_TOP_KEYS tokens, each head shows its FOCUS_TOP_KEYS largest weights (in
-    text order), so the bars stay readable and quick to draw. Shapes: pattern [n_heads, query_pos, key_pos].
+    text order), so the bars stay readable and quick to draw. Shapes: pattern [n_heads, query_pos, key_pos];
+    tokens [key_pos] (the key labels); ``query_label`` defaults to tokens[query] (self-attention).
     """
     h, n = int(pattern.shape[0]), len(tokens)
     rows, cols = _grid(h, cols)
@@ -250,6 +255,7 @@ def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int
     titles = [f"head {i}" for i in range(h)]
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True, shared_xaxes=not top)
     labels = list(tokens)
+    qlabel = labels[query] if query_label is None else query_label
     for i in range(h):
         w = _f32(pattern[i, query])
         keys = np.sort(np.argsort(-w, kind="stable")[:FOCUS_TOP_KEYS]) if top else np.arange(n)
@@ -259,7 +265,7 @@ def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int
                 y=w[keys],
                 marker={"color": w, "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
                 hovertemplate=f"%{{meta}} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
-                meta=labels[query],
+                meta=qlabel,
                 showlegend=False,
             ),
             row=i // cols + 1,
@@ -269,7 +275,7 @@ def focus_bars(pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int
     fig.update_yaxes(range=[0, 1])
     fig.update_layout(
         title={
-            "text": f"Where “{labels[query]}” attends, head by head"
+            "text": f"Where “{qlabel}” attends, head by head"
             + (f" (each head's {FOCUS_TOP_KEYS} largest weights)" if top else ""),
             "font": {"size": 14},
         },
@@ -332,18 +338,18 @@ def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
 
     Tiles larger than ``tile`` tokens are block-averaged down to about ``tile`` cells (the Heads
     view shows them at full resolution). One invisible marker per tile reports clicks as
-    customdata (layer, head). Shapes: patterns [n_layers, n_heads, n, n].
+    customdata (layer, head). Shapes: patterns [n_layers, n_heads, n_query, n_key].
     """
     n_layers, n_heads = patterns.shape[:2]
-    small, f = pool_blocks(patterns, tile)  # [L, H, m, m]
-    m = small.shape[-1]
-    step = m + gap
-    canvas = np.full((n_layers * step - gap, n_heads * step - gap), np.nan, dtype=np.float32)
+    small, f = pool_blocks(patterns, tile)  # [L, H, mq, mk]
+    mq, mk = small.shape[-2:]
+    step_y, step_x = mq + gap, mk + gap
+    canvas = np.full((n_layers * step_y - gap, n_heads * step_x - gap), np.nan, dtype=np.float32)
     for layer in range(n_layers):
         for head in range(n_heads):
-            canvas[layer * step : layer * step + m, head * step : head * step + m] = small[layer, head]
-    centres_x = [h * step + (m - 1) / 2 for h in range(n_heads)]
-    centres_y = [la * step + (m - 1) / 2 for la in range(n_layers)]
+            canvas[layer * step_y : layer * step_y + mq, head * step_x : head * step_x + mk] = small[layer, head]
+    centres_x = [h * step_x + (mk - 1) / 2 for h in range(n_heads)]
+    centres_y = [la * step_y + (mq - 1) / 2 for la in range(n_layers)]
     fig = go.Figure(
         go.Heatmap(
             z=canvas,

@@ -20,7 +20,7 @@ from mha_viz.trace import AttentionTrace, AttentionWeights
 
 
 def headcount_sweep(
-    weights: AttentionWeights, x: torch.Tensor, counts: Sequence[int], config: Config = Config()
+    weights: AttentionWeights, x: torch.Tensor, counts: Sequence[int], config: Config | None = None
 ) -> dict[str, list[float]]:
     """Re-split the same projections into each head count and summarise the result.
 
@@ -28,6 +28,7 @@ def headcount_sweep(
     the layer output against the weights as given (|out' - out| / |out| over all tokens).
     Shapes: x [pos, d_model].
     """
+    config = config or Config()
 
     def run(w: AttentionWeights) -> AttentionTrace:
         return compute_trace(w, x, causal=config.causal, scaled=config.scaled, device=config.device, dtype=config.dtype)

@@ -72,7 +72,7 @@ def test_head_distances_and_order() -> None:
 
 def test_drop_special_renormalises() -> None:
     p = np.full((1, 4, 4), 0.25)
-    sub, keep = drop_special(p, np.array([True, False, False, True]))
+    sub, keep, _ = drop_special(p, np.array([True, False, False, True]))
     assert keep.tolist() == [1, 2] and sub.shape == (1, 2, 2)
     np.testing.assert_allclose(sub.sum(-1), 1.0)
 

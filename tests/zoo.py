@@ -26,8 +26,13 @@ ZOO: dict[str, dict] = {
     "xlm-roberta": {**_ENC, "pad_token_id": 1, "bos_token_id": 0},
     "electra": {**_ENC, "embedding_size": 32},
     "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 96, "max_position_embeddings": 128, **_IDS},
-    "modernbert": {**_ENC, "global_attn_every_n_layers": 2, "local_attention": 4, "cls_token_id": 1,
-                   "sep_token_id": 2},  # fmt: skip
+    "modernbert": {
+        **_ENC,
+        "global_attn_every_n_layers": 2,
+        "local_attention": 4,
+        "cls_token_id": 1,
+        "sep_token_id": 2,
+    },
     # decoders
     "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, **_IDS},
     "gpt_neox": {**_DEC, "rotary_pct": 0.25},
@@ -51,8 +56,16 @@ ZOO: dict[str, dict] = {
     "bart": _S2S,
     "mbart": _S2S,
     "marian": {**_S2S, "decoder_vocab_size": VOCAB},
-    "t5": {"d_model": 64, "d_kv": 16, "d_ff": 96, "num_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8,
-           "decoder_start_token_id": 0, **_IDS},  # fmt: skip
+    "t5": {
+        "d_model": 64,
+        "d_kv": 16,
+        "d_ff": 96,
+        "num_layers": 2,
+        "num_heads": 4,
+        "relative_attention_num_buckets": 8,
+        "decoder_start_token_id": 0,
+        **_IDS,
+    },
 }
 
 

@@ -97,7 +97,7 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
     sites = []
     counts: dict[str, int] = {}
     for call in rec.calls:
-        name = names.get(id(call.module), "?")
+        name = names.get(call.module_id, "?")
         causal = _is_causal(call)
         part = _part_of(name, encoder_decoder, causal)
         wo = next((n for n, i, _ in seen if _same(i, call.wo_in)), None)
@@ -136,7 +136,7 @@ def plain_weights(model: torch.nn.Module, site: Site, n_heads: int, n_kv: int, s
         )
     mods = [linear_in_out(model.get_submodule(n)) for n in site.qkv]
     if len(mods) == 1:
-        (w, b), = mods
+        ((w, b),) = mods
         d = w.shape[0]
         dh = w.shape[1] // (n_heads + 2 * n_kv)
         sizes = [n_heads * dh, n_kv * dh, n_kv * dh]

@@ -40,7 +40,7 @@ class Call:
     concatenated, as they enter W^O); wo_out [b, q_pos, d_model] (W^O's output as the model computed it).
     """
 
-    module: torch.nn.Module
+    module_id: int  # id() of the attention module that made the call
     q: torch.Tensor
     k: torch.Tensor
     v: torch.Tensor
@@ -101,9 +101,7 @@ def eager_of(module: torch.nn.Module) -> Callable:
     return fn
 
 
-def _split_mask(
-    mask: torch.Tensor | None, k_len: int
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+def _split_mask(mask: torch.Tensor | None, k_len: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """An additive float mask -> (allowed bool, the finite additive part). Shapes: [b, 1|h, q, k]."""
     if mask is None:
         return None, None
@@ -162,7 +160,7 @@ def _record(
     allowed, extra = _split_mask(mask, int(key.shape[-2]))
     bias = extra if bias is None else (bias if extra is None else bias + extra)
     call = Call(
-        module=module,
+        module_id=id(module),
         q=_cpu(query),
         k=_cpu(key),
         v=_cpu(value),

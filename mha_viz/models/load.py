@@ -120,7 +120,11 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
     try:
         config = transformers.AutoConfig.from_pretrained(src, trust_remote_code=False, **offline)
     except Exception as exc:  # OSError (unknown id, no network), ValueError (unknown/remote code)
-        why = "no network, and it is not in the local cache" if offline and not bundled and not os.path.isdir(src) else reason(exc)
+        why = (
+            "no network, and it is not in the local cache"
+            if offline and not bundled and not os.path.isdir(src)
+            else reason(exc)
+        )
         raise MhaVizError(f"could not load model {shown!r} ({why}); {SUPPORTED_TEXT}") from None
     model_type = str(config.model_type)
     if not _interface_source(model_type):

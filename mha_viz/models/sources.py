@@ -130,8 +130,6 @@ def smollm2_dir() -> Path:
     return _write_once(target, save)
 
 
-
-
 # Hosted mode: MHA_VIZ_ALLOWED_MODELS="gpt2,distilgpt2,..." (or MHA_VIZ_HOSTED=1 for DEFAULT_ALLOWED)
 # limits models to an allow-list of hub ids; local folders are then refused. The bundled model is always allowed.
 DEFAULT_ALLOWED = ("gpt2", "distilgpt2", "bert-base-uncased", "distilbert-base-uncased", "roberta-base")

@@ -54,7 +54,10 @@ def make_tokens(tokenizer: object, ids: list[int]) -> Tokens:
     special_ids = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}  # [UNK] stands for real text
     pieces = [readable(tokenizer.decode([i], clean_up_tokenization_spaces=False)) for i in ids]
     return Tokens(
-        ids=tuple(ids), pieces=tuple(pieces), labels=distinct_labels(pieces), special=tuple(i in special_ids for i in ids)
+        ids=tuple(ids),
+        pieces=tuple(pieces),
+        labels=distinct_labels(pieces),
+        special=tuple(i in special_ids for i in ids),
     )
 
 

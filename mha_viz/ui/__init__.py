@@ -8,11 +8,10 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from mha_viz.pipeline import Settings
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.compute import get_base, get_model
+from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.deeper import ablation_view, roles_view, rollout_view, two_view, where_view
-from mha_viz.ui.sidebar import VIEWS, Controls, layer_control, sidebar
+from mha_viz.ui.sidebar import VIEWS, Controls, layer_control, part_control, sidebar
 from mha_viz.ui.views import Ctx, compare_view, heads_view, overview_view
 from mha_viz.ui.whatif import headcount_view, step_view, wo_view
 
@@ -51,20 +50,23 @@ def guarded(fn: Callable[[], object]) -> object | None:
 
 
 def _context(c: Controls) -> Ctx | None:
-    if c.src.kind == "hub" and not c.src.model_id:
-        st.info("Enter a Hugging Face model id (e.g. bert-base-uncased, distilgpt2) or a local folder in the sidebar.")
+    if c.kind == "hub" and not c.config.model:
+        st.info(
+            "Enter a Hugging Face model id (e.g. bert-base-uncased, gpt2, t5-small) or a local folder in the sidebar."
+        )
         return None
-    name = c.src.model_id if c.src.kind == "hub" else "the bundled model"
+    name = c.config.model if c.kind == "hub" else "the bundled model"
     with st.spinner(f"Loading {name}…"):
-        lm = guarded(lambda: get_model(c.src.model_id if c.src.kind == "hub" else "", c.src.device))
+        lm = guarded(lambda: model_of(c.config))
     if lm is None:
         return None
-    layer = layer_control(c, 1 if c.src.own else lm.n_layers)
+    part, target = ("encoder", None) if c.config.own else part_control(c, lm.parts, lm.encoder_decoder)
+    layer = layer_control(c, 1 if c.config.own else lm.n_layers(part))
     with st.spinner("Computing…"):
-        base = guarded(lambda: get_base(c.src, c.text, layer))
+        base = guarded(lambda: get_base(c.config, c.text, target, part, layer))
     if base is None:
         return None
-    return Ctx(c=c, layer=layer, base=base, settings=Settings(causal=c.causal, scaled=c.scaled, device=c.src.device))
+    return Ctx(c=c, layer=layer, part=part, target=target, base=base)
 
 
 def main() -> None:

@@ -21,25 +21,37 @@ from mha_viz.trace import AttentionTrace
 class Shown:
     """A pattern stack ready to draw, after the "hide special tokens" choice."""
 
-    pattern: np.ndarray  # [h, m, m] float32
-    labels: tuple[str, ...]  # [m]
-    keep: np.ndarray  # [m] indices into the full token list
+    pattern: np.ndarray  # [h, m_q, m_k] float32
+    labels: tuple[str, ...]  # [m_q] query labels
+    key_labels: tuple[str, ...]  # [m_k]
+    keep: np.ndarray  # [m_q] indices into the full query token list
     note: str
 
 
-def shown(pattern: np.ndarray, labels: Sequence[str], special: Sequence[bool], hide: bool) -> Shown:
+def shown(
+    pattern: np.ndarray,
+    labels: Sequence[str],
+    special: Sequence[bool],
+    hide: bool,
+    key_labels: Sequence[str] | None = None,
+    key_special: Sequence[bool] | None = None,
+) -> Shown:
+    """Shapes: pattern [h, n_q, n_k]; labels, special [n_q]; key_labels, key_special [n_k] (default: the same)."""
     pattern = np.asarray(pattern, dtype=np.float32)
-    if not hide or not any(special):
-        return Shown(pattern, tuple(labels), np.arange(len(labels)), "")
-    sub, keep = drop_special(pattern, np.asarray(special))
-    if keep.size == 0:
-        return Shown(pattern, tuple(labels), np.arange(len(labels)), "")
+    key_labels = tuple(labels if key_labels is None else key_labels)
+    key_special = special if key_special is None else key_special
+    whole = Shown(pattern, tuple(labels), key_labels, np.arange(len(labels)), "")
+    if not hide or not (any(special) or any(key_special)):
+        return whole
+    sub, keep, keep_k = drop_special(pattern, np.asarray(special), np.asarray(key_special))
+    if keep.size == 0 or keep_k.size == 0:
+        return whole
     note = "Special tokens hidden: each row is renormalised to sum to 1 over the remaining tokens."
-    return Shown(sub, tuple(labels[i] for i in keep), keep, note)
+    return Shown(sub, tuple(labels[i] for i in keep), tuple(key_labels[i] for i in keep_k), keep, note)
 
 
-def trace_shown(trace: AttentionTrace, special: Sequence[bool], hide: bool) -> Shown:
-    return shown(trace.pattern.numpy(), trace.tokens, special, hide)
+def trace_shown(trace: AttentionTrace, special: Sequence[bool], hide: bool, key_special: Sequence[bool]) -> Shown:
+    return shown(trace.pattern.numpy(), trace.tokens, special, hide, trace.key_tokens, key_special)
 
 
 @st.cache_data(show_spinner=False, max_entries=64, max_size="64MB")

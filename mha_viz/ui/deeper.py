@@ -7,18 +7,25 @@ import streamlit as st
 
 from mha_viz.analysis import ROLE_RULES, align_tokens, focus_shift, rollout
 from mha_viz.figures import matrix_heatmap, paired_bars, token_bars
+from mha_viz.models.load import PART_NAMES
+from mha_viz.ui.cache import get_ablation, get_roles, tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.compute import get_ablation, get_all_patterns, get_roles, get_run
 from mha_viz.ui.views import Ctx, _valid_choice
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
 ROLE_COLUMNS = ("layer", "head", "label", "prev", "next", "self", "special", "punct", "entropy")
 
 
-def _needs_pretrained(ctx: Ctx) -> bool:
-    if ctx.c.src.own:
+def _needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:
+    if ctx.base.own:
         st.info(
             "This view looks across the layers of a pretrained model; pick the bundled model or a Hugging Face one."
+        )
+        return True
+    if self_attention and ctx.part == "cross":
+        st.info(
+            "This view compares tokens of one text with each other; choose encoder or decoder self-attention in the "
+            "sidebar (cross-attention relates two different texts)."
         )
         return True
     return False
@@ -26,7 +33,7 @@ def _needs_pretrained(ctx: Ctx) -> bool:
 
 def _patterns(ctx: Ctx, text: str | None = None) -> np.ndarray:
     """Every layer's pattern for ``text`` (the sidebar's by default). Shapes: [L, H, n, n]."""
-    return get_all_patterns(ctx.c.src, text or ctx.c.text, ctx.settings, ctx.base.n_layers)
+    return ctx.patterns(text)
 
 
 def _layer_head_map(ctx: Ctx, values: np.ndarray, title: str, value_name: str, key: str) -> None:
@@ -45,7 +52,7 @@ def _open_head(layer: int, head: int) -> None:
 def roles_view(ctx: Ctx) -> None:
     if _needs_pretrained(ctx):
         return
-    rows = get_roles(ctx.c.src, ctx.c.text, ctx.settings, ctx.base.n_layers)
+    rows = get_roles(ctx.config, ctx.c.text, ctx.target, ctx.part)
     st.markdown(
         "Scores per head (Clark et al. 2019, Voita et al. 2019), averaged over the query tokens: **prev** / "
         "**next** / **self** = weight on the previous / next / same token; **special** / **punct** = total weight "
@@ -70,18 +77,19 @@ def roles_view(ctx: Ctx) -> None:
 
 
 def where_view(ctx: Ctx) -> None:
-    if _needs_pretrained(ctx):
+    if _needs_pretrained(ctx, self_attention=False):
         return
-    labels = list(ctx.base.tokens.labels)
+    labels, key_labels = list(ctx.base.tokens.labels), list(ctx.base.key_tokens.labels)
     c1, c2 = st.columns(2)
     _valid_choice("where_q", labels, "it" if "it" in labels else labels[0])
-    _valid_choice("where_k", labels, "animal" if "animal" in labels else labels[-1])
+    _valid_choice("where_k", key_labels, "animal" if "animal" in key_labels else key_labels[-1])
     q = labels.index(c1.selectbox("Query token", labels, key="where_q", bind="query-params"))
-    k = labels.index(c2.selectbox("Key token", labels, key="where_k", bind="query-params"))
-    p = _patterns(ctx)  # [L, H, n, n]
+    k = key_labels.index(c2.selectbox("Key token", key_labels, key="where_k", bind="query-params"))
+    p = _patterns(ctx)  # [L, H, n_q, n_k]
     weights = p[:, :, q, k]  # [L, H]
     L, H = weights.shape
-    _layer_head_map(ctx, weights, f"“{labels[q]}” → “{labels[k]}”: weight in every layer × head", "weight", "where_map")
+    title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head"
+    _layer_head_map(ctx, weights, title, "weight", "where_map")
     order = np.argsort(-weights, axis=None)[:10]
     ranked = [(int(i // H), int(i % H), float(weights.flat[i])) for i in order]
     st.markdown("**Top heads** (rank, layer, head, weight):")
@@ -99,7 +107,7 @@ def two_view(ctx: Ctx) -> None:
     text_b = st.text_input(
         "Second sentence (press Enter)", SECOND_TEXT, key="text_b", bind="query-params", max_chars=5000
     )
-    tokens_b, _ = get_run(ctx.c.src, text_b)
+    tokens_b = tokens_of(ctx.config, text_b)
     a, b = list(ctx.base.tokens.pieces), list(tokens_b.pieces)
     pairs = align_tokens(a, b)
     if not pairs:
@@ -158,18 +166,18 @@ def rollout_view(ctx: Ctx) -> None:
 
 
 def ablation_view(ctx: Ctx) -> None:
-    if _needs_pretrained(ctx):
+    if _needs_pretrained(ctx, self_attention=False):
         return
-    L, H = ctx.base.n_layers, ctx.base.weights.n_heads
+    L, H = ctx.base.n_layers, ctx.base.n_heads
     c1, c2 = st.columns(2)
     layers = c1.multiselect("Layers", list(range(L)), default=[0], key="abl_layers")
     heads = c2.multiselect("Heads to zero in those layers", list(range(H)), default=[0], key="abl_heads")
-    plan = tuple((int(la), tuple(int(h) for h in heads)) for la in layers) if heads else ()
+    plan = tuple(((ctx.part, int(la)), tuple(int(h) for h in heads)) for la in layers) if heads else ()
     st.caption(
-        "The whole model runs with these heads' outputs zeroed on their way into W^O (hooks for this run only; "
-        "the shared weights are untouched)."
+        f"The whole model runs with these heads ({PART_NAMES[ctx.part]}) zeroed on their way into W^O "
+        "(for this run only; the shared weights are untouched)."
     )
-    effect = get_ablation(ctx.c.src, ctx.c.text, plan)
+    effect = get_ablation(ctx.config, ctx.c.text, ctx.target, plan)
     labels = effect["tokens"]
     if "embedding_cosine" in effect:
         st.metric("Sentence embedding: cosine to the intact model", f"{effect['embedding_cosine']:.4f}")

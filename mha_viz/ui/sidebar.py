@@ -7,11 +7,12 @@ from dataclasses import dataclass
 import streamlit as st
 
 from mha_viz.attention import available_devices, resolve_device
-from mha_viz.loading import DEFAULT_MODEL
+from mha_viz.config import EMBEDDINGS, OWN, Config
+from mha_viz.models.load import PART_NAMES
+from mha_viz.models.sources import DEFAULT_MODEL
 from mha_viz.own import INITS, MAX_D_MODEL
-from mha_viz.pipeline import EMBEDDINGS
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.compute import Source, get_weights_file
+from mha_viz.ui.cache import get_weights_file
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 EXAMPLES = (
@@ -23,6 +24,7 @@ EXAMPLES = (
 )
 SOURCES = {"bundled": f"{DEFAULT_MODEL} (bundled)", "hub": "Hugging Face", "own": "Own weights"}  # labels go in URLs
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
+DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 VIEWS = (
     "Heads",
     "Compare heads",
@@ -40,7 +42,8 @@ VIEWS = (
 
 @dataclass(frozen=True)
 class Controls:
-    src: Source
+    config: Config
+    kind: str  # "bundled" | "hub" | "own"
     text: str
     layer_slot: object  # sidebar container where the layer picker goes once the model is known
     causal: bool
@@ -105,10 +108,10 @@ def _own_controls() -> dict:
     }
 
 
-def weights_download(src: Source) -> None:
+def weights_download(config: Config) -> None:
     """Offer the current own weights as a .safetensors download."""
     try:
-        data = get_weights_file(src)
+        data = get_weights_file(config)
     except MhaVizError:  # invalid sizes are reported by the view
         return
     st.sidebar.download_button(
@@ -132,8 +135,9 @@ def sidebar() -> Controls:
             key="model_id",
             bind="query-params",
             max_chars=200,
-            placeholder="e.g. bert-base-uncased, distilgpt2, /path/to/folder",
-            help="BERT family (bert, distilbert, roberta, MiniLM), GPT-2 family (gpt2, distilgpt2) or LLaMA family; "
+            placeholder="e.g. bert-base-uncased, gpt2, Qwen/Qwen2.5-0.5B, t5-small, /path/to/folder",
+            help="Any model whose attention goes through transformers' attention interface: BERT, RoBERTa, GPT-2, "
+            "LLaMA, Mistral, Qwen, Gemma, Phi-3, BART, T5, ... (`python -m mha_viz models` lists them); "
             "'smollm2' for the optional offline SmolLM2 extra. Press Enter.",
         ).strip()
     elif kind == "own":
@@ -157,17 +161,33 @@ def sidebar() -> Controls:
         False,
         key="causal",
         bind="query-params",
-        help="Token t sees only tokens ≤ t (always on for GPT-2 models).",
+        help="Token t sees only tokens ≤ t (decoders always have it).",
     )
     scaled = sb.toggle(
         "Scale scores by 1/√d_k", True, key="scaled", bind="query-params", help="Turn off to see the softmax saturate."
     )
     hide = sb.toggle("Hide special tokens ([CLS], [SEP])", False, key="hide_special", bind="query-params")
     fmt = sb.radio("Figure download format", ["png", "svg"], horizontal=True, key="img", bind="query-params")
-    src = Source(kind=kind, model_id=model_id, device=str(resolve_device(device)), **own)
+    model = OWN if kind == "own" else (model_id if kind == "hub" else "")
+    config = Config(model=model, device=str(resolve_device(device)), causal=bool(causal), scaled=bool(scaled), **own)
     if kind == "own":
-        weights_download(src)
-    return Controls(src, text, layer_slot, bool(causal), bool(scaled), bool(hide), fmt)
+        weights_download(config)
+    return Controls(config, kind, text, layer_slot, bool(causal), bool(scaled), bool(hide), fmt)
+
+
+def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bool) -> tuple[str, str | None]:
+    """For encoder-decoder models: the decoder's text and which attention to show (drawn in the layer slot)."""
+    if not encoder_decoder:
+        return parts[0], None
+    slot = controls.layer_slot
+    target = slot.text_input(
+        "Decoder text (press Enter)", DEFAULT_TARGET, key="target", bind="query-params", max_chars=5000,
+        help="The decoder's input (teacher forcing): its start token, then this text's tokens.",
+    )  # fmt: skip
+    if st.session_state.get("part") not in parts:
+        st.session_state["part"] = parts[0]
+    part = slot.radio("Attention", list(parts), format_func=PART_NAMES.get, key="part", bind="query-params")
+    return str(part), target
 
 
 def layer_control(controls: Controls, n_layers: int) -> int:

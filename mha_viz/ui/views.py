@@ -10,31 +10,54 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import head_distances, head_roles, head_stats, is_punctuation, similarity_order
+from mha_viz.config import Config
 from mha_viz.figures import GRID_MAX_CELLS, head_bars, matrix_heatmap, overview
-from mha_viz.pipeline import Settings
+from mha_viz.models.load import PART_NAMES
 from mha_viz.trace import AttentionTrace
+from mha_viz.ui.cache import Base, get_all_patterns, get_trace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot, shown, trace_shown
-from mha_viz.ui.compute import Base, get_all_patterns, get_trace
 from mha_viz.ui.sidebar import Controls
 
 
 @dataclass(frozen=True)
 class Ctx:
-    """Everything a view needs: the controls, the chosen layer and its unedited base."""
+    """Everything a view needs: the controls, the chosen attention kind and layer, and what they hold."""
 
     c: Controls
     layer: int
+    part: str
+    target: str | None
     base: Base
-    settings: Settings
+
+    @property
+    def config(self) -> Config:
+        return self.c.config
 
     @property
     def special(self) -> tuple[bool, ...]:
         return self.base.tokens.special
 
+    @property
+    def key_special(self) -> tuple[bool, ...]:
+        return self.base.key_tokens.special
+
+    @property
+    def where(self) -> str:
+        """ "layer 3" (with the attention kind for encoder-decoder models)."""
+        kind = f"{PART_NAMES[self.part]}, " if len(self.base.parts) > 1 else ""
+        return f"{kind}layer {self.layer}"
+
     def trace(self, layer: int | None = None, **edits) -> AttentionTrace:
         """The layer's trace (this layer by default) with the sidebar's settings plus ``edits``."""
-        settings = dataclasses.replace(self.settings, **edits) if edits else self.settings
-        return get_trace(self.c.src, self.c.text, self.layer if layer is None else layer, settings)
+        config = dataclasses.replace(self.config, **edits) if edits else self.config
+        return get_trace(config, self.c.text, self.target, self.part, self.layer if layer is None else layer)
+
+    def shown(self, trace: AttentionTrace) -> Shown:
+        return trace_shown(trace, self.special, self.c.hide_special, self.key_special)
+
+    def patterns(self, text: str | None = None) -> np.ndarray:
+        """Every layer's pattern for ``text`` (the sidebar's by default). Shapes: [L, H, n_q, n_k]."""
+        return get_all_patterns(self.config, text or self.c.text, self.target, self.part)
 
 
 def _valid_choice(key: str, options: list, default) -> None:
@@ -69,13 +92,15 @@ def _on_grid_click() -> None:
 
 def heads_view(ctx: Ctx) -> None:
     t = ctx.trace()
-    sh = trace_shown(t, ctx.special, ctx.c.hide_special)
+    sh = ctx.shown(t)
     h, n = sh.pattern.shape[0], len(sh.labels)
+    keys = "" if t.part != "cross" else f" (queries: the decoder's {n} tokens; keys: the source's {len(sh.key_labels)})"
     st.caption(
-        f"{ctx.base.model_name}, layer {ctx.layer}: {h} heads, d_k = {t.q.shape[-1]}, {n} tokens. "
+        f"{ctx.base.model_name}, {ctx.where}: {h} heads, d_k = {t.q.shape[-1]}, {n} tokens{keys}. "
         "Rows are query tokens, columns the key tokens they attend to; each row sums to 1. "
         "Click a cell to open its head below (and make its query the focus token)."
     )
+    _model_terms(t)
     if t.group > 1:
         kv = t.n_heads // t.group
         shares = "; ".join(f"K/V {g}: heads {g * t.group}–{(g + 1) * t.group - 1}" for g in range(kv))
@@ -89,7 +114,9 @@ def heads_view(ctx: Ctx) -> None:
             "the head opened below shows every weight."
         )
     titles = head_names(h)
-    if not ctx.c.hide_special:  # role labels from this layer's own pattern (thresholds in Head roles)
+    if (
+        not ctx.c.hide_special and t.part != "cross"
+    ):  # role labels from this layer's own pattern (thresholds in Head roles)
         pieces = ctx.base.tokens.pieces
         roles = head_roles(
             t.pattern.numpy(),
@@ -98,7 +125,7 @@ def heads_view(ctx: Ctx) -> None:
             [p for p, s in zip(pieces, ctx.special, strict=True) if s],
         )
         titles = [f"head {i} · {label}" for i, label in enumerate(roles["label"])]
-    fig = cached_figure("heads_grid", sh.pattern, tuple(sh.labels), tuple(titles))
+    fig = cached_figure("heads_grid", sh.pattern, tuple(sh.labels), tuple(titles), 4, True, tuple(sh.key_labels))
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
     _head_and_focus(ctx, sh)
@@ -119,20 +146,45 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     q = list(sh.labels).index(focus)
     with left:
         title = f"Layer {ctx.layer}, head {head}: attention weights [{n} × {n}]"
-        fig = matrix_heatmap(sh.pattern[head], sh.labels, sh.labels, title, value_name="weight", attention=True)
+        title = f"{ctx.where.capitalize()}, head {head}: attention weights [{n} × {len(sh.key_labels)}]"
+        fig = matrix_heatmap(sh.pattern[head], sh.key_labels, sh.labels, title, value_name="weight", attention=True)
         plot(fig, "head_large", ctx.c.image_format)
     with right:
         strip = sh.pattern[:, q, :]  # [h, keys]: the focus token's row in every head
-        title = f"“{focus}” as the query: its weights in every head [{h} × {n}]"
-        fig = matrix_heatmap(strip, sh.labels, head_names(h), title, value_name="weight")
+        title = f"“{focus}” as the query: its weights in every head [{h} × {len(sh.key_labels)}]"
+        fig = matrix_heatmap(strip, sh.key_labels, head_names(h), title, value_name="weight")
         plot(fig, "focus_strip", ctx.c.image_format)
-    plot(cached_figure("focus_bars", sh.pattern, tuple(sh.labels), q), "focus_bars", ctx.c.image_format)
+    bars = cached_figure("focus_bars", sh.pattern, tuple(sh.key_labels), q, 4, focus)
+    plot(bars, "focus_bars", ctx.c.image_format)
     rows = [[f"head {i}", *(f"{v:.6g}" for v in sh.pattern[i, q])] for i in range(h)]
     downloads(
         "heads",
-        npz={"tokens": np.asarray(sh.labels, dtype=str), "pattern": sh.pattern},
-        csv_data=csv_bytes([f"{focus} → key", *sh.labels], rows),
+        npz={
+            "tokens": np.asarray(sh.labels, dtype=str),
+            "key_tokens": np.asarray(sh.key_labels, dtype=str),
+            "pattern": sh.pattern,
+        },
+        csv_data=csv_bytes([f"{focus} → key", *sh.key_labels], rows),
     )
+
+
+def _model_terms(t: AttentionTrace) -> None:
+    """Say which terms beyond q·kᵀ·scale the model adds here, and that the weights are the model's own."""
+    terms = []
+    if t.softcap is not None:
+        terms.append(f"logit soft-capping at {t.softcap:g}")
+    if t.bias is not None:
+        terms.append("an additive position bias")
+    if t.causal:
+        terms.append("a causal mask")
+    extra = f"This layer adds {', '.join(terms)} before the softmax." if terms else ""
+    if t.model_delta is not None:
+        extra = (
+            f"Recomputed from the q, k, v the model used; largest difference from the model's own weights: "
+            f"{t.model_delta:.1e}. {extra}"
+        )
+    if extra:
+        st.caption(extra)
 
 
 def compare_view(ctx: Ctx) -> None:
@@ -146,8 +198,8 @@ def compare_view(ctx: Ctx) -> None:
         la = cols[2 * j].selectbox(f"Layer {side.upper()}", layers, key=f"{side}_layer", bind="query-params")
         he = cols[2 * j + 1].selectbox(f"Head {side.upper()}", list(range(h)), key=f"{side}_head", bind="query-params")
         picks.append((int(la), int(he)))
-    shows = [trace_shown(ctx.trace(la), ctx.special, ctx.c.hide_special) for la, _ in picks]
-    labels = shows[0].labels
+    shows = [ctx.shown(ctx.trace(la)) for la, _ in picks]
+    labels, keys = shows[0].labels, shows[0].key_labels
     (la_a, he_a), (la_b, he_b) = picks
     pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
     c1, c2, c3 = st.columns(3)
@@ -156,7 +208,7 @@ def compare_view(ctx: Ctx) -> None:
         with col:
             plot(
                 matrix_heatmap(
-                    p, labels, labels, f"Layer {la}, head {he} [{n} × {n}]", value_name="weight", attention=True
+                    p, keys, labels, f"Layer {la}, head {he} [{n} × {len(keys)}]", value_name="weight", attention=True
                 ),
                 key,
                 ctx.c.image_format,
@@ -164,12 +216,12 @@ def compare_view(ctx: Ctx) -> None:
     with c3:
         title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a})"
         plot(
-            matrix_heatmap(pb - pa, labels, labels, title, diverging=True, value_name="Δ weight"),
+            matrix_heatmap(pb - pa, keys, labels, title, diverging=True, value_name="Δ weight"),
             "cmp_diff",
             ctx.c.image_format,
         )
 
-    sh = trace_shown(ctx.trace(), ctx.special, ctx.c.hide_special)
+    sh = ctx.shown(ctx.trace())
     dist = head_distances(sh.pattern)
     order = similarity_order(dist)
     names = head_names(sh.pattern.shape[0])
@@ -220,15 +272,24 @@ def _on_tile_click() -> None:
 
 
 def overview_view(ctx: Ctx) -> None:
-    patterns = get_all_patterns(ctx.c.src, ctx.c.text, ctx.settings, ctx.base.n_layers)  # [L, H, n, n]
-    L, H, n, _ = patterns.shape
-    sh = shown(patterns.reshape(L * H, n, n), ctx.base.tokens.labels, ctx.special, ctx.c.hide_special)
-    m = len(sh.labels)
+    patterns = ctx.patterns()  # [L, H, n_q, n_k]
+    L, H, n, nk = patterns.shape
+    b = ctx.base
+    sh = shown(patterns.reshape(L * H, n, nk), b.tokens.labels, ctx.special, ctx.c.hide_special,
+               b.key_tokens.labels, ctx.key_special)  # fmt: skip
+    m, mk = len(sh.labels), len(sh.key_labels)
     st.caption(
         f"{ctx.base.model_name}: every layer (rows) × head (columns), {m} tokens each. Click a tile to "
         "open that head in the Heads view."
     )
     if sh.note:
         st.info(sh.note)
-    plot(overview(sh.pattern.reshape(L, H, m, m)), "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
-    downloads("overview", npz={"tokens": np.asarray(sh.labels, dtype=str), "pattern": sh.pattern.reshape(L, H, m, m)})
+    plot(overview(sh.pattern.reshape(L, H, m, mk)), "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
+    downloads(
+        "overview",
+        npz={
+            "tokens": np.asarray(sh.labels, dtype=str),
+            "key_tokens": np.asarray(sh.key_labels, dtype=str),
+            "pattern": sh.pattern.reshape(L, H, m, mk),
+        },
+    )

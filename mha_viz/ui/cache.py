@@ -1,0 +1,157 @@
+"""The dashboard's caches over the pipeline: plain values in, what the pipeline returns out; nothing drawn.
+
+The model is shared read-only by every session (st.cache_resource); everything else is in st.cache_data
+caches bounded by entries and by size, so memory levels off however many texts people try.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import pipeline, studies
+from mha_viz.config import Config
+from mha_viz.edits import divisors
+from mha_viz.models.load import LoadedModel
+from mha_viz.models.tokens import Tokens
+from mha_viz.own import save_weights
+from mha_viz.trace import AttentionTrace
+
+MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
+
+
+@dataclass(frozen=True)
+class Base:
+    """What every view needs to know about the chosen model, attention kind and text."""
+
+    tokens: Tokens  # query side
+    key_tokens: Tokens  # key side (the source text for cross-attention)
+    part: str
+    parts: tuple[str, ...]
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    d_model: int
+    causal: bool  # the model's own mask is causal here
+    plain: bool  # Q, K, V are plain linear maps of X: the what-ifs that rebuild the layer are offered
+    model_name: str
+    own: bool
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def get_model(model_name: str, device: str) -> LoadedModel:
+    """The bundled model ("") or a hub id/folder, loaded once per process and shared."""
+    return pipeline.load(Config(model=model_name, device=device))
+
+
+def model_of(config: Config) -> LoadedModel:
+    return get_model(config.model_name, config.model_device)
+
+
+@st.cache_data(show_spinner=False, max_entries=16, max_size="256MB")
+def get_recording(model_name: str, device: str, text: str, target: str | None) -> pipeline.Recording:
+    """One model pass over the text (and target), every attention call recorded."""
+    return pipeline.record(get_model(model_name, device), text, target)
+
+
+def recording_of(config: Config, text: str, target: str | None) -> pipeline.Recording:
+    return get_recording(config.model_name, config.model_device, text, target)
+
+
+@st.cache_data(show_spinner=False, max_entries=8, max_size="64MB")
+def get_own(config: Config, text: str) -> tuple[Tokens, AttentionTrace]:
+    tokens, _, trace = pipeline.own_trace(model_of(config), text, config)
+    return tokens, trace
+
+
+def get_base(config: Config, text: str, target: str | None, part: str | None, layer: int) -> Base:
+    if config.own:
+        tokens, t = get_own(config.replace(heads=None, wo="learned", ablate=(), head_scale=()), text)
+        h, dh = t.q.shape[0], t.q.shape[-1]
+        return Base(tokens, tokens, "encoder", ("encoder",), 1, h, t.k.shape[0], dh, t.x.shape[1], False, True,
+                    "own weights", True)  # fmt: skip
+    lm = model_of(config)
+    part = lm.part(part)
+    rec = recording_of(config, text, target)
+    site = lm.site(part, layer)
+    call = rec.run.calls[(part, layer)]
+    return Base(
+        rec.query_tokens(part), rec.key_tokens(part), part, lm.parts, lm.n_layers(part), int(call.q.shape[1]),
+        int(call.k.shape[1]), int(call.q.shape[-1]), int(call.wo_out.shape[-1]), site.causal, bool(site.qkv),
+        lm.name, False,
+    )  # fmt: skip
+
+
+@st.cache_data(show_spinner=False, max_entries=64, max_size="256MB")
+def get_trace(config: Config, text: str, target: str | None, part: str | None, layer: int) -> AttentionTrace:
+    """The traced layer after the what-if edits in ``config``."""
+    if config.own:
+        return get_own(config, text)[1]
+    lm = model_of(config)
+    return pipeline.layer_trace(lm, recording_of(config, text, target), part, layer, config)
+
+
+@st.cache_data(show_spinner=False, max_entries=16, max_size="192MB")
+def get_all_patterns(config: Config, text: str, target: str | None, part: str | None) -> np.ndarray:
+    """Every layer's pattern of one part. Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
+    lm = model_of(config)
+    return studies.all_patterns(lm, recording_of(config, text, target), part, config)
+
+
+def sweep_counts(width: int) -> list[int]:
+    return [h for h in divisors(width) if h <= MAX_SWEEP_HEADS]
+
+
+def _plain_layer(config: Config, text: str, target: str | None, part: str | None, layer: int):
+    """(weights, X) of a plain-linear layer (own weights: the whole layer)."""
+    if config.own:
+        lm = model_of(config)
+        tokens = pipeline.encode(lm, text)[0]
+        w = pipeline.own_weights(config)
+        return w, pipeline.own_input(lm, tokens, config, w.d_model)
+    lm = model_of(config)
+    rec = recording_of(config, text, target)
+    part = lm.part(part)
+    return pipeline.layer_weights(lm, rec, part, layer), pipeline.layer_input(rec, part, layer)
+
+
+@st.cache_data(show_spinner=False, max_entries=16, max_size="16MB")
+def get_sweep(config: Config, text: str, target: str | None, part: str | None, layer: int) -> dict[str, list[float]]:
+    weights, x = _plain_layer(config, text, target, part, layer)
+    counts = sweep_counts(weights.n_heads * weights.d_head)
+    return studies.headcount_sweep(weights, x, counts, Config(causal=config.causal, scaled=config.scaled,
+                                                              device=config.device))  # fmt: skip
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def get_identity_check(config: Config, text: str, target: str | None, part: str | None, layer: int) -> float:
+    weights, x = _plain_layer(config, text, target, part, layer)
+    return studies.single_head_identity_check(weights, x)
+
+
+@st.cache_data(show_spinner=False, max_entries=16, max_size="16MB")
+def get_roles(config: Config, text: str, target: str | None, part: str | None) -> list[dict]:
+    """Role scores and labels for every layer × head (see analysis.head_roles)."""
+    lm = model_of(config)
+    tokens = recording_of(config, text, target).query_tokens(lm.part(part))
+    return studies.roles_table(tokens, get_all_patterns(config, text, target, part))
+
+
+@st.cache_data(show_spinner=False, max_entries=16, max_size="32MB")
+def get_ablation(config: Config, text: str, target: str | None, plan: tuple) -> dict:
+    """The whole model's output with heads zeroed: plan = (((part, layer), (heads...)), ...)."""
+    return studies.ablation_effect(model_of(config), text, {key: list(hs) for key, hs in plan}, target)
+
+
+@st.cache_data(show_spinner=False, max_entries=8, max_size="64MB")
+def get_weights_file(config: Config) -> bytes:
+    """The own weights of ``config`` as .safetensors bytes (for the download button)."""
+    return save_weights(pipeline.own_weights(config))
+
+
+def tokens_of(config: Config, text: str) -> Tokens:
+    """The text's tokens with this config's model (for a second sentence)."""
+    return pipeline.encode(model_of(config), text)[0] if not config.own else get_own(config, text)[0]
