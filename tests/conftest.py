@@ -52,7 +52,7 @@ def tiny_x() -> torch.Tensor:
 @pytest.fixture(scope="session")
 def minilm():
     """The real bundled all-MiniLM-L6-v2 (loaded once per test session)."""
-    from mha_viz.loading import load_model
+    from mha_viz.models.load import load_model
 
     return load_model(None, "cpu")
 
@@ -60,3 +60,40 @@ def minilm():
 @pytest.fixture(scope="session")
 def xavier_512() -> AttentionWeights:
     return init_weights(512, 8, seed=0)
+
+
+def _tiny_tokenizer():
+    """A byte-level BPE tokenizer trained on a few sentences (offline), usable with any tiny model."""
+    import transformers as tf
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<pad>", "<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator([SENTENCE, "The animal was tired", "Das Tier war müde"] * 3, trainer)
+    return tf.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+
+
+def _zoo_dir(tmp_path_factory, model_type: str) -> str:
+    """A tiny random model of ``model_type`` saved as safetensors with a tokenizer (a local folder)."""
+    from zoo import build
+
+    folder = tmp_path_factory.mktemp(f"tiny-{model_type}")
+    tokenizer = _tiny_tokenizer()
+    build(model_type).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def t5_dir(tmp_path_factory) -> str:
+    return _zoo_dir(tmp_path_factory, "t5")
+
+
+@pytest.fixture(scope="session")
+def llama_dir(tmp_path_factory) -> str:
+    """A LLaMA decoder with 4 query heads sharing 2 key/value heads (rotary embeddings)."""
+    return _zoo_dir(tmp_path_factory, "llama")

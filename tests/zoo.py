@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-VOCAB = 128
+VOCAB = 320
 _IDS = {"vocab_size": VOCAB, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
 _DEC = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
         "max_position_embeddings": 128, **_IDS}  # fmt: skip
