@@ -23,9 +23,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from mha_viz.config import Config  # noqa: E402
 from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap, overview  # noqa: E402
-from mha_viz.loading import load_model  # noqa: E402
-from mha_viz.pipeline import Settings, all_patterns, pretrained_traces  # noqa: E402
+from mha_viz.models.load import load_model  # noqa: E402
+from mha_viz.pipeline import record, traces  # noqa: E402
+from mha_viz.studies import all_patterns  # noqa: E402
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 MB = 1e6
@@ -50,7 +52,7 @@ def best_of(fn, repeats: int = 3) -> tuple[float, object]:
 
 
 def ours_overview(lm, text: str) -> int:
-    _, patterns = all_patterns(lm, text, Settings(device="cpu"))
+    patterns = all_patterns(lm, record(lm, text), None, Config(device="cpu"))  # the model run is timed too
     return len(pio.to_json(overview(patterns), validate=False))
 
 
@@ -66,7 +68,7 @@ def bertviz_overview(lm, text: str) -> int:
 
 
 def heads_payload(lm, text: str) -> int:
-    tokens, (trace,) = pretrained_traces(lm, text, [0], Settings(device="cpu"))
+    tokens, _, (trace,) = traces(Config(device="cpu"), text, layers=[0], lm=lm)
     p = trace.pattern.numpy()
     figs = [
         heads_grid(p, tokens.labels),
@@ -110,7 +112,7 @@ def control_reruns() -> dict[str, float]:
 
 def main() -> None:
     lm = load_model(None, "cpu")
-    print(f"torch threads {torch.get_num_threads()}; model {lm.name}, {lm.n_layers} layers x {lm.n_heads} heads")
+    print(f"torch threads {torch.get_num_threads()}; model {lm.name}, {lm.n_layers()} layers x {lm.n_heads} heads")
     print("\n1. Overview of all layers x heads (compute + serialise), mha-viz vs bertviz model_view, same run")
     print(
         f"{'tokens':>6} {'mha-viz s':>10} {'MB':>7} {'target':>14} "

@@ -27,7 +27,7 @@ MB = 1e6
 def long_text(n_tokens: int = 512) -> str:
     from transformers import AutoTokenizer
 
-    from mha_viz.loading import bundled_model_dir
+    from mha_viz.models.sources import bundled_model_dir
 
     tok = AutoTokenizer.from_pretrained(bundled_model_dir())
     ids = tok((SENTENCE + ". ") * 80)["input_ids"][1 : n_tokens - 1]

@@ -63,7 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     from streamlit.testing.v1 import AppTest
 
-    from mha_viz.loading import load_model
+    from mha_viz.models.load import load_model
 
     print(f"start: {rss_mb():.0f} MB resident")
     lm = load_model(None, "cpu")

@@ -35,8 +35,9 @@ def sentence(user: int, rnd: int) -> str:
 
 def references(users: int) -> dict[str, tuple[list[str], np.ndarray]]:
     """Single-user results: token labels and head 0's pattern of layer 0 for every sentence used."""
-    from mha_viz.loading import load_model
-    from mha_viz.pipeline import Settings, pretrained_traces
+    from mha_viz.config import Config
+    from mha_viz.models.load import load_model
+    from mha_viz.pipeline import traces
 
     lm = load_model(None, "cpu")
     out = {}
@@ -44,7 +45,7 @@ def references(users: int) -> dict[str, tuple[list[str], np.ndarray]]:
         for r in range(MAX_ROUNDS):
             text = sentence(u, r)
             if text not in out:
-                tokens, (trace,) = pretrained_traces(lm, text, [0], Settings(device="cpu"))
+                tokens, _, (trace,) = traces(Config(device="cpu"), text, layers=[0], lm=lm)
                 out[text] = (list(tokens.labels), trace.pattern[0].numpy())
     return out
 

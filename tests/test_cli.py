@@ -13,11 +13,10 @@ import torch
 
 from conftest import SENTENCE
 from mha_viz.__main__ import main
-from mha_viz.adapters import layer_weights, run_model
 from mha_viz.attention import compute_trace
 from mha_viz.edits import ablate_heads, regroup_heads
-from mha_viz.loading import tokenize
 from mha_viz.own import init_weights, save_weights
+from mha_viz.pipeline import encode, layer_weights, record
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = ("x", "q", "k", "v", "scores", "z", "concat", "head_out", "output", "W_Q", "W_K", "W_V", "W_O")
@@ -35,10 +34,12 @@ def test_all_layers_npz(tmp_path, capsys, minilm) -> None:
     assert code == 0 and "wrote" in stdout
     data = np.load(out)  # allow_pickle is False: the file must load without pickle
     tokens = list(data["tokens"])
-    assert tokens == list(tokenize(minilm, SENTENCE).labels) and "animal" in tokens
+    assert tokens == list(encode(minilm, SENTENCE)[0].labels) and "animal" in tokens
+    assert list(data["key_tokens"]) == tokens  # self-attention: the same tokens on both axes
     assert data["pattern"].shape == (6, 12, len(tokens), len(tokens)) and data["pattern"].dtype == np.float32
-    hf = run_model(minilm, torch.tensor([tokenize(minilm, SENTENCE).ids])).attentions
-    np.testing.assert_allclose(data["pattern"][3], hf[3][0].numpy(), atol=1e-5)
+    with torch.no_grad():
+        hf = minilm.model(input_ids=torch.tensor([encode(minilm, SENTENCE)[0].ids]), output_attentions=True)
+    np.testing.assert_allclose(data["pattern"][3], hf.attentions[3][0].numpy(), atol=1e-5)
     np.testing.assert_allclose(data["pattern"].sum(-1), 1.0, atol=1e-5)
 
 
@@ -57,7 +58,7 @@ def test_full_single_layer_resplit_ablate(tmp_path, capsys, minilm) -> None:
     assert d["b_Q"].shape == (4, 96) and d["b_O"].shape == (384,)
     assert np.all(d["head_out"][[0, 3]] == 0)
     x = torch.from_numpy(d["x"])
-    w = ablate_heads(regroup_heads(layer_weights(minilm, 2), 4), [0, 3])
+    w = ablate_heads(regroup_heads(layer_weights(minilm, record(minilm, SENTENCE), "encoder", 2), 4), [0, 3])
     ref = compute_trace(w, x, device="cpu", dtype="float64")
     np.testing.assert_allclose(d["output"], ref.output.numpy(), atol=1e-10)
 
@@ -101,7 +102,10 @@ def test_own_weights_from_file(tmp_path, capsys) -> None:
         (["trace", "--text", "hi", "--model", "own", "--d-model", "100", "--heads", "7"], "not divisible"),
         (["trace", "--text", "hi", "--model", "own", "--embeddings", "model"], "set d_model to 384"),
         (["trace", "--text", "hi", "--model", "own", "--weights", "w.pt"], "pickle files are not accepted"),
-        (["trace", "--text", "hi", "--model", "no-org/no-model"], "supported: the BERT family"),
+        (["trace", "--text", "hi", "--model", "no-org/no-model"], "supported: models whose attention"),
+        (["trace", "--text", "hi", "--target", "Hallo"], "not an encoder-decoder model"),
+        (["trace", "--text", "hi", "--part", "cross"], "has no cross-attention"),
+        (["trace", "--text", "hi", "--part", "sideways"], "invalid choice"),
         (["trace", "--text", "hi", "--device", "cuda"] if not torch.cuda.is_available() else ["trace"], ""),
     ],
 )
@@ -143,3 +147,48 @@ def test_roles_json(tmp_path, capsys) -> None:
     assert all(0 <= r["prev"] <= 1 and r["entropy"] >= 0 for r in rows)
     code, _, err = run(["roles", "--text", SENTENCE, "--out", "x.npz"], capsys)
     assert code == 2 and ".json" in err
+
+
+def test_encoder_decoder_contract(t5_dir: str, tmp_path, capsys) -> None:
+    """--target and --part: decoder tokens on the query axis, source tokens on the key axis for cross."""
+    out = tmp_path / "cross.npz"
+    args = ["trace", "--model", t5_dir, "--text", SENTENCE, "--target", "The animal was tired", "--part", "cross",
+            "--out", str(out)]  # fmt: skip
+    code, _, err = run(args, capsys)
+    assert code == 0, err
+    d = np.load(out)
+    assert len(d["tokens"]) != len(d["key_tokens"])
+    assert d["pattern"].shape == (2, 4, len(d["tokens"]), len(d["key_tokens"]))
+    np.testing.assert_allclose(d["pattern"].sum(-1), 1.0, atol=1e-5)
+    out2 = tmp_path / "dec.npz"
+    args = ["trace", "--model", t5_dir, "--text", SENTENCE, "--target", "The animal was tired", "--part", "decoder",
+            "--layer", "1", "--full", "--out", str(out2)]  # fmt: skip
+    assert run(args, capsys)[0] == 0
+    d2 = np.load(out2)
+    assert list(d2["tokens"]) == list(d2["key_tokens"]) == list(d["tokens"])
+    assert np.all(np.triu(d2["pattern"][0], 1) == 0)  # decoder self-attention is causal
+    assert "W_O" in d2 and "b_O" not in d2  # T5's W^O has no bias
+    code, _, err = run(["trace", "--model", t5_dir, "--text", SENTENCE], capsys)
+    assert code == 2 and "give the decoder's text" in err
+
+
+def test_models_command(capsys) -> None:
+    code, out, _ = run(["models"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert "text architectures trace through" in lines[0]
+    marked = {ln.split()[1] for ln in lines if ln.startswith("* ")}
+    assert {"bert", "gpt2", "llama", "qwen3", "gemma2", "t5", "bart"} <= marked and len(marked) >= 20
+    assert any(ln.split()[1] == "t5" and "cross-attention" in ln for ln in lines if ln.startswith("* "))
+    code, out, _ = run(["models", "--all"], capsys)
+    assert code == 0 and "deberta" in out.split("not supported")[1]
+
+
+def test_unsupported_architecture_one_line(tmp_path, capsys) -> None:
+    import transformers as tf
+
+    folder = tmp_path / "bloom"
+    tf.BloomConfig(hidden_size=16, n_layer=1, n_head=2, vocab_size=32).save_pretrained(folder)
+    code, out, err = run(["trace", "--model", str(folder), "--text", "hi"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "'bloom' model, whose attention does not go through transformers' attention interface" in err

@@ -6,14 +6,16 @@ import pytest
 import torch
 
 from conftest import SENTENCE
-from mha_viz.pipeline import OwnSpec, Settings, own_trace, pretrained_traces
+from mha_viz.config import Config
+from mha_viz.pipeline import own_trace, traces
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 
 
 def test_minilm_trace_cuda_matches_cpu(minilm) -> None:
-    _, cpu = pretrained_traces(minilm, SENTENCE, None, Settings(device="cpu"))
-    _, gpu = pretrained_traces(minilm, SENTENCE, None, Settings(device="cuda"))
+    _, _, cpu = traces(Config(device="cpu"), SENTENCE, lm=minilm)
+    _, _, gpu = traces(Config(device="cuda"), SENTENCE, lm=minilm)
+    assert len(cpu) == minilm.n_layers() > 0
     for a, b in zip(cpu, gpu, strict=True):
         for name, t in a.tensors().items():
             g = b.tensors()[name]
@@ -22,8 +24,8 @@ def test_minilm_trace_cuda_matches_cpu(minilm) -> None:
 
 
 def test_own_weights_cuda_matches_cpu(minilm) -> None:
-    spec = OwnSpec(d_model=512, n_heads=8, seed=0)
-    _, _, cpu = own_trace(minilm, "humpty dumpty sat on", spec, Settings(device="cpu", causal=True))
-    _, _, gpu = own_trace(minilm, "humpty dumpty sat on", spec, Settings(device="cuda", causal=True))
+    config = Config(model="own", d_model=512, n_heads=8, seed=0, device="cpu", causal=True)
+    _, _, cpu = own_trace(minilm, "humpty dumpty sat on", config)
+    _, _, gpu = own_trace(minilm, "humpty dumpty sat on", config.replace(device="cuda"))
     for name, t in cpu.tensors().items():
         assert (t - gpu.tensors()[name]).abs().max().item() <= 1e-4, name

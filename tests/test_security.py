@@ -12,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mha_viz.config import Config
 from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap
-from mha_viz.loading import MAX_TEXT_CHARS, load_model, tokenize
+from mha_viz.models.load import load_model
+from mha_viz.models.tokens import MAX_TEXT_CHARS, tokenize
 from mha_viz.trace import MhaVizError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +100,7 @@ def lm():
 )
 def test_odd_unicode_is_a_trace_or_a_clear_message(lm, text: str) -> None:
     try:
-        tokens = tokenize(lm, text)
+        tokens = tokenize(lm.tokenizer, text, lm.max_tokens, lm.name)
     except MhaVizError as exc:
         assert str(exc) and "\n" not in str(exc)
         return
@@ -120,10 +122,10 @@ def test_odd_unicode_is_a_trace_or_a_clear_message(lm, text: str) -> None:
     ],
 )
 def test_odd_and_long_text(lm, text: str) -> None:
-    from mha_viz.pipeline import pretrained_traces
+    from mha_viz.pipeline import traces
 
     try:
-        _, (trace,) = pretrained_traces(lm, text, [0])
+        _, _, (trace,) = traces(Config(), text, layers=[0], lm=lm)
     except MhaVizError as exc:
         assert len(text) <= MAX_TEXT_CHARS or "limit" in str(exc)
         return
@@ -156,6 +158,20 @@ def test_hosted_mode_allow_list_refuses_before_any_access(monkeypatch) -> None:
 
 
 def test_remote_code_is_never_trusted() -> None:
-    source = (ROOT / "mha_viz" / "loading.py").read_text()
+    loading = [ROOT / "mha_viz" / "models" / "load.py", ROOT / "mha_viz" / "models" / "sources.py"]
+    source = "".join(path.read_text() for path in loading)
     assert "trust_remote_code=True" not in source and source.count("trust_remote_code=False") >= 4
-    assert "use_safetensors=True" in source
+    assert "use_safetensors=True" in (ROOT / "mha_viz" / "models" / "load.py").read_text()
+    unsafe = []
+    for path in _python_files():  # every from_pretrained anywhere says trust_remote_code=False
+        text = path.read_text()
+        assert "trust_remote_code=True" not in text, path.name
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "from_pretrained":
+                ok = any(
+                    k.arg == "trust_remote_code" and isinstance(k.value, ast.Constant) and k.value.value is False
+                    for k in node.keywords
+                )
+                if not ok:
+                    unsafe.append(f"{path.name}:{node.lineno}")
+    assert not unsafe, unsafe

@@ -13,7 +13,8 @@ from playwright.sync_api import Locator, Page, expect
 
 from conftest import SENTENCE
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
-from mha_viz.pipeline import Settings, pretrained_traces
+from mha_viz.config import Config
+from mha_viz.pipeline import traces
 
 VIEWS = ("Heads", "Compare heads", "Head count", "W^O", "Step by step", "Overview")  # the app may add more
 CONTENT = ".js-plotly-plot, [data-testid='stDataFrame'], [data-testid='stTable']"  # a tab's figures or tables
@@ -88,7 +89,7 @@ def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
 
 
 def test_hover_shows_the_real_weight(page: Page, app_url: str, minilm) -> None:
-    _, (trace,) = pretrained_traces(minilm, SENTENCE, [0], Settings())
+    _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
     tokens, pattern = list(trace.tokens), trace.pattern.numpy()  # pattern [12, n, n]
     n = len(tokens)
     open_app(page, app_url)
