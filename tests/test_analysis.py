@@ -112,10 +112,12 @@ def test_align_and_focus_shift() -> None:
 
 
 def test_roles_on_the_real_model(minilm) -> None:
-    from mha_viz.pipeline import all_patterns, roles_table
+    from mha_viz.config import Config
+    from mha_viz.pipeline import record
+    from mha_viz.studies import all_patterns, roles_table
 
-    tokens, patterns = all_patterns(minilm, "The animal didn't cross the street because it was too tired.")
-    rows = roles_table(tokens, patterns)
+    rec = record(minilm, "The animal didn't cross the street because it was too tired.")
+    rows = roles_table(rec.tokens, all_patterns(minilm, rec, None, Config()))
     assert len(rows) == 72 and {"layer", "head", "prev", "next", "self", "special", "punct", "entropy", "label"} <= set(
         rows[0]
     )

@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import SENTENCE
-from mha_viz.loading import tokenize
-from mha_viz.pipeline import Settings, pretrained_traces
+from mha_viz.config import Config
+from mha_viz.pipeline import encode, traces
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -52,10 +52,10 @@ def test_default_page_heads_view(minilm) -> None:
     grid = specs(at)[0]
     maps = heatmaps(grid)
     assert len(maps) == 12
-    labels = list(tokenize(minilm, SENTENCE).labels)
+    labels = list(encode(minilm, SENTENCE)[0].labels)
     assert list(maps[0]["x"]) == labels and list(maps[0]["y"]) == labels
     assert "animal" in labels and len(set(labels)) == len(labels)
-    _, (trace,) = pretrained_traces(minilm, SENTENCE, [0], Settings(device="cpu"))
+    _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
     np.testing.assert_allclose(array(maps[5]["z"]), trace.pattern[5].numpy(), atol=1e-6)
     assert at.selectbox(key="focus").value == "it"
 
@@ -207,9 +207,9 @@ def test_roles_table_and_where_ranking(minilm) -> None:
     assert len(table) == 72 and list(table.columns)[:3] == ["layer", "head", "label"]
     at = run_app(view="Where does it look?")
     z = array(heatmaps(specs(at)[0])[0]["z"])  # [layers, heads]: "it" → "animal"
-    _, traces = pretrained_traces(minilm, SENTENCE, None, Settings(device="cpu"))
-    q, k = traces[0].tokens.index("it"), traces[0].tokens.index("animal")
-    expected = np.stack([t.pattern[:, q, k].numpy() for t in traces])
+    _, _, found = traces(Config(), SENTENCE, lm=minilm)
+    q, k = found[0].tokens.index("it"), found[0].tokens.index("animal")
+    expected = np.stack([t.pattern[:, q, k].numpy() for t in found])
     np.testing.assert_allclose(z, expected, atol=1e-6)
     best = np.unravel_index(int(np.argmax(expected)), expected.shape)
     assert any(m.value.startswith(f"1. layer {best[0]}, head {best[1]}:") for m in at.markdown)
@@ -229,3 +229,35 @@ def test_two_sentences_and_rollout_and_ablation(minilm) -> None:
     cosine = float(at.metric[0].value)
     at.multiselect(key="abl_heads").set_value(list(range(12))).run()
     assert float(at.metric[0].value) < cosine < 1.0
+
+
+def test_gqa_step_by_step_uses_the_kv_group(llama_dir: str) -> None:
+    """9 query heads / 3 K/V heads bugs: every title and export uses K/V group i // group, never head i."""
+    at = run_app(src="Hugging Face", model_id=llama_dir, view="Step by step")
+    for head in (0, 1, 3):
+        at.selectbox(key="step_head").set_value(head).run()
+        assert_clean(at)
+        titles = [s["layout"]["title"]["text"] for s in specs(at)]
+        g = head // 2  # 4 query heads share 2 K/V heads: group of 2
+        assert any(t.startswith(f"2. K_{g} ") for t in titles) and any(t.startswith(f"2. V_{g} ") for t in titles)
+        assert any(t.startswith(f"5. head_{head} = weights · V_{g}") for t in titles), titles
+        assert not any(f"K_{head} " in t for t in titles if head != g)
+        assert at.get("download_button"), "the .npz download must stay"
+
+
+def test_encoder_decoder_parts_in_the_app(t5_dir: str) -> None:
+    kinds = ["encoder self-attention", "decoder self-attention", "cross-attention"]
+    t5 = {"src": "Hugging Face", "model_id": t5_dir, "target": "The animal was tired", "part": "cross-attention"}
+    at = run_app(view="Heads", **t5)
+    assert_clean(at)
+    assert at.sidebar.radio(key="part").options == kinds
+    assert at.sidebar.radio(key="part").value == "cross"
+    grid = heatmaps(specs(at)[0])[0]
+    assert len(grid["y"]) != len(grid["x"])  # decoder tokens × source tokens
+    at.sidebar.radio(key="part").set_value("decoder").run()
+    assert_clean(at)
+    z = array(heatmaps(specs(at)[0])[0]["z"])
+    assert np.all(np.triu(z, 1) == 0)  # decoder self-attention is causal
+    for view in ("Overview", "Step by step", "Where does it look?", "Head count", "W^O", "Ablation"):
+        at = run_app(view=view, **t5)
+        assert_clean(at)

@@ -146,7 +146,7 @@ def test_bad_shapes_and_options_are_clear_errors(tiny: AttentionWeights) -> None
     assert resolve_device("auto").type in ("cuda", "mps", "cpu")
 
 
-def test_grouped_query_and_rotary_match_the_loop() -> None:
+def test_grouped_query_matches_the_loop() -> None:
     g = torch.Generator().manual_seed(7)
     h, kv, d, dh = 6, 2, 12, 4
     w = AttentionWeights(
@@ -155,7 +155,6 @@ def test_grouped_query_and_rotary_match_the_loop() -> None:
         W_V=torch.randn(kv, d, dh, generator=g, dtype=torch.float64),
         W_O=torch.randn(h, dh, d, generator=g, dtype=torch.float64),
         b_K=torch.randn(kv, dh, generator=g, dtype=torch.float64),
-        rope_theta=100.0,
     )
     x = torch.randn(7, d, generator=g, dtype=torch.float64)
     allowed = torch.ones(7, 7, dtype=torch.bool).tril()
@@ -165,23 +164,26 @@ def test_grouped_query_and_rotary_match_the_loop() -> None:
     torch.testing.assert_close(t.pattern, pattern, rtol=0, atol=1e-12)
     torch.testing.assert_close(t.output, output, rtol=0, atol=1e-12)
     # Query heads 0-2 share K/V head 0: with equal W_Q rows they would attend identically.
-    same = AttentionWeights(W_Q=w.W_Q[:1].repeat(6, 1, 1), W_K=w.W_K, W_V=w.W_V, W_O=w.W_O, rope_theta=100.0)
+    same = AttentionWeights(W_Q=w.W_Q[:1].repeat(6, 1, 1), W_K=w.W_K, W_V=w.W_V, W_O=w.W_O)
     p = compute_trace(same, x, device="cpu", dtype="float64").pattern
     torch.testing.assert_close(p[0], p[2])
     torch.testing.assert_close(p[3], p[5])
     assert not torch.allclose(p[0], p[3])
 
 
-def test_rotary_depends_only_on_relative_position() -> None:
-    from mha_viz.attention import rotary
+def test_attend_soft_cap_bias_and_mask_in_the_model_order() -> None:
+    """softcap · tanh(s·scale / softcap) + bias, masked, softmax: as Gemma 2 and T5 compute it."""
+    from mha_viz.attention import attend
 
-    g = torch.Generator().manual_seed(0)
-    q, k = (
-        torch.randn(1, 1, 8, generator=g, dtype=torch.float64),
-        torch.randn(1, 1, 8, generator=g, dtype=torch.float64),
-    )
-    seq_q = q.expand(1, 10, 8)
-    seq_k = k.expand(1, 10, 8)
-    s = rotary(seq_q, 50.0)[0] @ rotary(seq_k, 50.0)[0].T  # [10, 10]
-    torch.testing.assert_close(s[3, 1], s[7, 5])  # same offset, same score
-    assert not torch.isclose(s[3, 1], s[3, 2])
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    w_o = torch.randn(2, 4, 8, generator=g, dtype=torch.float64)
+    bias = torch.randn(2, 5, 5, generator=g, dtype=torch.float64)
+    allowed = torch.ones(5, 5, dtype=torch.bool).tril()
+    out = attend(q, k, v, w_o, scale=0.5, softcap=3.0, bias=bias, allowed=allowed)
+    s = torch.tanh(q @ k.transpose(1, 2) * 0.5 / 3.0) * 3.0 + bias
+    ref = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
+    torch.testing.assert_close(out["pattern"], ref, rtol=0, atol=1e-12)
+    concat = (ref @ v).transpose(0, 1).reshape(5, 8)
+    torch.testing.assert_close(out["output"], concat @ w_o.reshape(8, 8), rtol=0, atol=1e-12)
+    assert out["pattern"].abs().max() <= 1 and not out["dead_rows"].any()

@@ -44,7 +44,8 @@ def reference(model: torch.nn.Module, lm: LoadedModel, kwargs: dict) -> tuple[di
     wo_out: dict = {}
     handles = []
     for site in lm.sites:
-        def hook(_m, _a, out, key=(site.part, site.layer)):  # noqa: B023 (bound by default argument)
+
+        def hook(_m, _a, out, key=(site.part, site.layer)):
             wo_out[key] = out.detach()
 
         handles.append(model.get_submodule(site.wo).register_forward_hook(hook))

@@ -184,7 +184,7 @@ def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bo
         "Decoder text (press Enter)", DEFAULT_TARGET, key="target", bind="query-params", max_chars=5000,
         help="The decoder's input (teacher forcing): its start token, then this text's tokens.",
     )  # fmt: skip
-    if st.session_state.get("part") not in parts:
+    if st.session_state.get("part", parts[0]) not in parts:  # left from another model
         st.session_state["part"] = parts[0]
     part = slot.radio("Attention", list(parts), format_func=PART_NAMES.get, key="part", bind="query-params")
     return str(part), target

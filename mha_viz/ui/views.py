@@ -61,8 +61,12 @@ class Ctx:
 
 
 def _valid_choice(key: str, options: list, default) -> None:
-    """Reset a keyed widget's stored value when it is not among the current options."""
-    if st.session_state.get(key) not in options:
+    """Reset a keyed widget's stored value when it is not among the current options (a value not yet
+    stored, e.g. one the URL will give the widget, is left alone)."""
+    if key in st.session_state:
+        if st.session_state[key] not in options:
+            st.session_state[key] = default
+    elif key not in st.query_params:
         st.session_state[key] = default
 
 
