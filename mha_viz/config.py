@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 OWN = "own"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the bundled offline model
+PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 EMBEDDINGS = ("random", "model")
 
 

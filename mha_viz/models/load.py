@@ -14,12 +14,11 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz.config import DEFAULT_MODEL, PART_NAMES
 from mha_viz.models import capture
 from mha_viz.models.arch import Site, discover
-from mha_viz.models.sources import DEFAULT_MODEL, SUPPORTED_TEXT, reason, resolve
+from mha_viz.models.sources import SUPPORTED_TEXT, reason, resolve
 from mha_viz.trace import MhaVizError
-
-PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 
 
 @dataclass(frozen=True, eq=False)

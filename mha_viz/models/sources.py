@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
+from mha_viz.config import DEFAULT_MODEL
 from mha_viz.trace import MhaVizError
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {"", "default", "minilm", DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
 SUPPORTED_TEXT = (
     "supported: models whose attention goes through transformers' attention interface (BERT, RoBERTa, GPT-2, "

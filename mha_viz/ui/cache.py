@@ -14,9 +14,8 @@ import streamlit as st
 from mha_viz import pipeline, studies
 from mha_viz.config import Config
 from mha_viz.edits import divisors
-from mha_viz.models.load import LoadedModel
-from mha_viz.models.tokens import Tokens
 from mha_viz.own import save_weights
+from mha_viz.pipeline import LoadedModel, Tokens
 from mha_viz.trace import AttentionTrace
 
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads

@@ -6,8 +6,8 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import ROLE_RULES, align_tokens, focus_shift, rollout
+from mha_viz.config import PART_NAMES
 from mha_viz.figures import matrix_heatmap, paired_bars, token_bars
-from mha_viz.models.load import PART_NAMES
 from mha_viz.ui.cache import get_ablation, get_roles, tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.views import Ctx, _valid_choice

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from mha_viz.attention import available_devices, resolve_device
-from mha_viz.config import EMBEDDINGS, OWN, Config
-from mha_viz.models.load import PART_NAMES
-from mha_viz.models.sources import DEFAULT_MODEL
+from mha_viz.config import DEFAULT_MODEL, EMBEDDINGS, OWN, PART_NAMES, Config
 from mha_viz.own import INITS, MAX_D_MODEL
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_weights_file

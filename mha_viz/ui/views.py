@@ -10,9 +10,8 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import head_distances, head_roles, head_stats, is_punctuation, similarity_order
-from mha_viz.config import Config
+from mha_viz.config import PART_NAMES, Config
 from mha_viz.figures import GRID_MAX_CELLS, head_bars, matrix_heatmap, overview
-from mha_viz.models.load import PART_NAMES
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import Base, get_all_patterns, get_trace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot, shown, trace_shown
