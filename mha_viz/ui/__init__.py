@@ -10,10 +10,21 @@ import streamlit as st
 
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
-from mha_viz.ui.deeper import ablation_view, roles_view, rollout_view, two_view, where_view
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.sidebar import VIEWS, Controls, layer_control, part_control, sidebar
-from mha_viz.ui.views import Ctx, compare_view, heads_view, overview_view
-from mha_viz.ui.whatif import headcount_view, step_view, wo_view
+from mha_viz.ui.views import (
+    ablation_view,
+    compare_view,
+    headcount_view,
+    heads_view,
+    overview_view,
+    roles_view,
+    rollout_view,
+    step_view,
+    two_view,
+    where_view,
+    wo_view,
+)
 
 log = logging.getLogger("mha_viz")
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:])")

@@ -1,0 +1,48 @@
+"""Plotly figures from traces and analysis: the only package that imports plotly (no Streamlit here).
+
+Arrays go to Plotly as numpy float32 (serialised as compact typed arrays, never Python lists).
+Attention heatmaps put query tokens on y (top to bottom) and key tokens on x; labels must be
+distinct (see loading.distinct_labels) or a categorical axis would merge repeated words.
+
+One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
+overview), heatmap (matrix_heatmap), bars (focus_bars, head_bars, token_bars, paired_bars, lines).
+Every public name is re-exported here, so callers import from mha_viz.figures.
+"""
+
+from mha_viz.figures.bars import FOCUS_TOP_KEYS, focus_bars, head_bars, lines, paired_bars, token_bars
+from mha_viz.figures.common import (
+    CELL_HOVER,
+    CLICK_OVERLAY_MAX_CELLS,
+    DIVERGING,
+    GRID_MAX_CELLS,
+    POOLED_HOVER,
+    SEQUENTIAL,
+    WEIGHT_HOVER,
+    block_labels,
+    pool_blocks,
+    safe,
+)
+from mha_viz.figures.grids import heads_grid, overview
+from mha_viz.figures.heatmap import matrix_heatmap
+
+__all__ = [
+    "CELL_HOVER",
+    "CLICK_OVERLAY_MAX_CELLS",
+    "DIVERGING",
+    "FOCUS_TOP_KEYS",
+    "GRID_MAX_CELLS",
+    "POOLED_HOVER",
+    "SEQUENTIAL",
+    "WEIGHT_HOVER",
+    "block_labels",
+    "focus_bars",
+    "head_bars",
+    "heads_grid",
+    "lines",
+    "matrix_heatmap",
+    "overview",
+    "paired_bars",
+    "pool_blocks",
+    "safe",
+    "token_bars",
+]

@@ -1,0 +1,121 @@
+"""Bar and line charts: one token's weights per head, per-head and per-token figures, two series side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from mha_viz.figures.common import SEQUENTIAL, _f32, _grid, safe
+
+FOCUS_TOP_KEYS = 24  # beyond this many tokens, each head's bars show its largest weights only
+
+
+def focus_bars(
+    pattern: np.ndarray, tokens: Sequence[str], query: int, cols: int = 4, query_label: str | None = None
+) -> go.Figure:
+    """For one query token, a bar chart per head of the weight it puts on each key token.
+
+    With more than FOCUS_TOP_KEYS tokens, each head shows its FOCUS_TOP_KEYS largest weights (in
+    text order), so the bars stay readable and quick to draw. Shapes: pattern [n_heads, query_pos, key_pos];
+    tokens [key_pos] (the key labels); ``query_label`` defaults to tokens[query] (self-attention).
+    """
+    h, n = int(pattern.shape[0]), len(tokens)
+    rows, cols = _grid(h, cols)
+    top = n > FOCUS_TOP_KEYS
+    titles = [f"head {i}" for i in range(h)]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, shared_yaxes=True, shared_xaxes=not top)
+    labels = list(tokens)
+    qlabel = labels[query] if query_label is None else query_label
+    for i in range(h):
+        w = _f32(pattern[i, query])
+        keys = np.sort(np.argsort(-w, kind="stable")[:FOCUS_TOP_KEYS]) if top else np.arange(n)
+        fig.add_trace(
+            go.Bar(
+                x=[labels[k] for k in keys],
+                y=w[keys],
+                marker={"color": w, "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
+                hovertemplate=f"%{{meta}} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
+                meta=qlabel,
+                showlegend=False,
+            ),
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
+    fig.update_xaxes(type="category", tickangle=-60, tickfont={"size": 9})
+    fig.update_yaxes(range=[0, 1])
+    fig.update_layout(
+        title={
+            "text": f"Where “{qlabel}” attends, head by head"
+            + (f" (each head's {FOCUS_TOP_KEYS} largest weights)" if top else ""),
+            "font": {"size": 14},
+        },
+        height=max(300, 230 * rows + 80),
+        margin={"l": 10, "r": 10, "t": 70, "b": 10},
+    )
+    return safe(fig)
+
+
+def head_bars(values: dict[str, np.ndarray], names: Sequence[str], title: str) -> go.Figure:
+    """Grouped bars of a few per-head figures (e.g. entropy and attention to self)."""
+    fig = make_subplots(rows=1, cols=len(values), subplot_titles=list(values))
+    for j, (label, v) in enumerate(values.items()):
+        fig.add_trace(
+            go.Bar(x=list(names), y=_f32(v), hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{label}</extra>"),
+            row=1,
+            col=j + 1,
+        )
+    fig.update_xaxes(type="category")
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=320)
+    return safe(fig)
+
+
+def lines(x: Sequence[float], series: dict[str, Sequence[float]], title: str, x_title: str) -> go.Figure:
+    """One small line chart per series, sharing the x axis (e.g. figures across head counts)."""
+    fig = make_subplots(rows=1, cols=len(series), subplot_titles=list(series))
+    xs = [str(v) for v in x]
+    for j, (label, ys) in enumerate(series.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=_f32(np.asarray(ys)),
+                mode="lines+markers",
+                hovertemplate=f"{x_title} %{{x}}: %{{y:.3f}}<extra>{label}</extra>",
+            ),
+            row=1,
+            col=j + 1,
+        )
+    fig.update_xaxes(type="category", title={"text": x_title})
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=330)
+    return safe(fig)
+
+
+def token_bars(tokens: Sequence[str], series: dict[str, np.ndarray], title: str) -> go.Figure:
+    """Per-token bars, one panel per series (e.g. relative output change and cosine)."""
+    fig = make_subplots(rows=len(series), cols=1, subplot_titles=list(series), shared_xaxes=True)
+    for j, (label, v) in enumerate(series.items()):
+        fig.add_trace(
+            go.Bar(x=list(tokens), y=_f32(v), hovertemplate=f"%{{x}}: %{{y:.4f}}<extra>{label}</extra>"),
+            row=j + 1,
+            col=1,
+        )
+    fig.update_xaxes(type="category", tickangle=-60)
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=200 * len(series) + 120)
+    return safe(fig)
+
+
+def paired_bars(keys: Sequence[str], a: np.ndarray, b: np.ndarray, names: tuple[str, str], title: str) -> go.Figure:
+    """Two series side by side per key (e.g. one token's attention in two sentences)."""
+    fig = go.Figure(
+        [
+            go.Bar(x=list(keys), y=_f32(v), name=name, hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{name}</extra>")
+            for v, name in ((a, names[0]), (b, names[1]))
+        ]
+    )
+    fig.update_xaxes(type="category", tickangle=-60)
+    fig.update_layout(
+        barmode="group", title={"text": title, "font": {"size": 14}}, height=380, legend={"orientation": "h", "y": 1.1}
+    )
+    return safe(fig)

@@ -1,0 +1,99 @@
+"""What every figure shares: colour scales, hover templates, block pooling, escaping, grid layout."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+WEIGHT_HOVER = "%{y} → %{x}: %{z:.3f}<extra>%{meta}</extra>"
+CELL_HOVER = "%{y} → %{x}: %{customdata[0]:.3f}<extra>%{meta}</extra>"
+SEQUENTIAL = "Viridis"
+DIVERGING = "RdBu_r"
+CLICK_OVERLAY_MAX_CELLS = 10_000  # per figure; above this, heads open from the selector only
+GRID_MAX_CELLS = 128  # per side of each small heatmap; longer texts are shown block-averaged
+POOLED_HOVER = "%{y} → %{x}: mean %{z:.3f}<extra>%{meta}</extra>"
+
+
+def pool_blocks(stack: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
+    """Average the last two axes over f×f blocks so each side has at most ``max_cells`` cells.
+
+    The last block on each side may be partial (it averages the positions it has). Shapes:
+    [..., n_q, n_k] -> ([..., ceil(n_q / f), ceil(n_k / f)], f).
+    """
+    nq, nk = int(stack.shape[-2]), int(stack.shape[-1])
+    f = max(1, math.ceil(max(nq, nk) / max_cells))
+    if f == 1:
+        return _f32(stack), 1
+    mq, mk = math.ceil(nq / f), math.ceil(nk / f)
+    widths = [(0, 0)] * (stack.ndim - 2) + [(0, mq * f - nq), (0, mk * f - nk)]
+    padded = np.pad(_f32(stack), widths)
+    counts = np.pad(np.ones((nq, nk), dtype=np.float32), widths[-2:])
+    shape = (*stack.shape[:-2], mq, f, mk, f)
+    sums = padded.reshape(shape).sum((-1, -3))
+    return (sums / counts.reshape(mq, f, mk, f).sum((-1, -3))).astype(np.float32), f
+
+
+def block_labels(tokens: Sequence[str], f: int) -> list[str]:
+    """Axis labels for f-token blocks: "first–last: first token" (distinct by position)."""
+    n = len(tokens)
+    return [f"{a}–{min(a + f, n) - 1}: {tokens[a]}" for a in range(0, n, f)]
+
+
+def _esc(value: object) -> object:
+    """Text for Plotly, shown as typed: Plotly renders a few tags (<b>, <a href>, <span style>, <br>)
+    in labels, titles and hover text, so & < > become entities (which it displays literally)."""
+    return html.escape(value, quote=False) if isinstance(value, str) else value
+
+
+def _esc_seq(values):
+    if isinstance(values, tuple | list):
+        return type(values)(_esc(v) for v in values)
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return np.vectorize(_esc, otypes=[object])(values) if values.size else values
+    return values
+
+
+def safe(fig: go.Figure) -> go.Figure:
+    """Escape every text that can come from users (token labels, titles, names) in a finished figure.
+
+    Hover templates are ours and never embed user text: they refer to %{x}, %{y}, %{meta}, %{customdata},
+    which are escaped here.
+    """
+    for trace in fig.data:
+        for attr in ("x", "y", "customdata"):
+            values = getattr(trace, attr, None)
+            if values is not None:
+                setattr(trace, attr, _esc_seq(values))
+        for attr in ("name", "meta"):
+            if isinstance(getattr(trace, attr, None), str):
+                setattr(trace, attr, _esc(getattr(trace, attr)))
+    layout = fig.layout
+    if layout.title and layout.title.text:
+        layout.title.text = _esc(layout.title.text)
+    for ann in layout.annotations or ():
+        ann.text = _esc(ann.text)
+    for axis in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
+        if layout[axis].ticktext is not None:
+            layout[axis].ticktext = _esc_seq(list(layout[axis].ticktext))
+    return fig
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+
+
+def _grid(n: int, cols: int) -> tuple[int, int]:
+    cols = max(1, min(cols, n))
+    return math.ceil(n / cols), cols
+
+
+def _style_attention_axes(fig: go.Figure, n_tokens: int) -> None:
+    """Category axes; every label shown while they fit (Plotly thins them out beyond that)."""
+    size = 10 if n_tokens <= 20 else 8
+    every = {"dtick": 1} if n_tokens <= 40 else {}
+    fig.update_yaxes(autorange="reversed", tickfont={"size": size}, type="category", **every)
+    fig.update_xaxes(tickangle=-90, tickfont={"size": size}, type="category", **every)

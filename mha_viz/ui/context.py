@@ -1,0 +1,98 @@
+"""What every view is handed (Ctx), and the small helpers the views share about widgets and clicks."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.config import PART_NAMES, Config
+from mha_viz.trace import AttentionTrace
+from mha_viz.ui.cache import Base, get_all_patterns, get_trace
+from mha_viz.ui.common import Shown, trace_shown
+from mha_viz.ui.sidebar import Controls
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Everything a view needs: the controls, the chosen attention kind and layer, and what they hold."""
+
+    c: Controls
+    layer: int
+    part: str
+    target: str | None
+    base: Base
+
+    @property
+    def config(self) -> Config:
+        return self.c.config
+
+    @property
+    def special(self) -> tuple[bool, ...]:
+        return self.base.tokens.special
+
+    @property
+    def key_special(self) -> tuple[bool, ...]:
+        return self.base.key_tokens.special
+
+    @property
+    def where(self) -> str:
+        """ "layer 3" (with the attention kind for encoder-decoder models)."""
+        kind = f"{PART_NAMES[self.part]}, " if len(self.base.parts) > 1 else ""
+        return f"{kind}layer {self.layer}"
+
+    def trace(self, layer: int | None = None, **edits) -> AttentionTrace:
+        """The layer's trace (this layer by default) with the sidebar's settings plus ``edits``."""
+        config = dataclasses.replace(self.config, **edits) if edits else self.config
+        return get_trace(config, self.c.text, self.target, self.part, self.layer if layer is None else layer)
+
+    def shown(self, trace: AttentionTrace) -> Shown:
+        return trace_shown(trace, self.special, self.c.hide_special, self.key_special)
+
+    def patterns(self, text: str | None = None) -> np.ndarray:
+        """Every layer's pattern for ``text`` (the sidebar's by default). Shapes: [L, H, n_q, n_k]."""
+        return get_all_patterns(self.config, text or self.c.text, self.target, self.part)
+
+
+def valid_choice(key: str, options: list, default) -> None:
+    """Reset a keyed widget's stored value when it is not among the current options (a value not yet
+    stored, e.g. one the URL will give the widget, is left alone)."""
+    if key in st.session_state:
+        if st.session_state[key] not in options:
+            st.session_state[key] = default
+    elif key not in st.query_params:
+        st.session_state[key] = default
+
+
+def clicked_points(chart_key: str) -> list[tuple[dict, list]]:
+    """The points of a chart's selection event, each with its customdata as a plain list.
+
+    Typed-array customdata arrives from the browser as {"0": a, "1": b}; lists stay lists.
+    """
+    sel = st.session_state.get(chart_key)
+    points = getattr(getattr(sel, "selection", None), "points", None) or []
+    out = []
+    for p in points:
+        custom = p.get("customdata")
+        if isinstance(custom, dict):
+            custom = [custom[k] for k in sorted(custom, key=lambda k: int(k))]
+        out.append((p, list(custom) if isinstance(custom, list | tuple) else []))
+    return out
+
+
+def needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:
+    """Say why a view that looks across a pretrained model's layers has nothing to show here (and return True)."""
+    if ctx.base.own:
+        st.info(
+            "This view looks across the layers of a pretrained model; pick the bundled model or a Hugging Face one."
+        )
+        return True
+    if self_attention and ctx.part == "cross":
+        st.info(
+            "This view compares tokens of one text with each other; choose encoder or decoder self-attention in the "
+            "sidebar (cross-attention relates two different texts)."
+        )
+        return True
+    return False

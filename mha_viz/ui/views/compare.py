@@ -1,0 +1,86 @@
+"""The Compare heads tab: two heads side by side, their difference, and how the layer's heads relate."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.analysis import head_distances, head_stats, similarity_order
+from mha_viz.figures import head_bars, matrix_heatmap
+from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
+from mha_viz.ui.context import Ctx, valid_choice
+
+
+def compare_view(ctx: Ctx) -> None:
+    layers = list(range(ctx.base.n_layers))
+    h = ctx.trace().n_heads
+    cols = st.columns(4)
+    picks = []
+    for j, side in enumerate("ab"):
+        valid_choice(f"{side}_layer", layers, ctx.layer)
+        valid_choice(f"{side}_head", list(range(h)), min(j, h - 1))
+        la = cols[2 * j].selectbox(f"Layer {side.upper()}", layers, key=f"{side}_layer", bind="query-params")
+        he = cols[2 * j + 1].selectbox(f"Head {side.upper()}", list(range(h)), key=f"{side}_head", bind="query-params")
+        picks.append((int(la), int(he)))
+    shows = [ctx.shown(ctx.trace(la)) for la, _ in picks]
+    labels, keys = shows[0].labels, shows[0].key_labels
+    (la_a, he_a), (la_b, he_b) = picks
+    pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
+    c1, c2, c3 = st.columns(3)
+    n = len(labels)
+    for col, (la, he), p, key in ((c1, picks[0], pa, "cmp_a"), (c2, picks[1], pb, "cmp_b")):
+        with col:
+            plot(
+                matrix_heatmap(
+                    p, keys, labels, f"Layer {la}, head {he} [{n} × {len(keys)}]", value_name="weight", attention=True
+                ),
+                key,
+                ctx.c.image_format,
+            )
+    with c3:
+        title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a})"
+        plot(
+            matrix_heatmap(pb - pa, keys, labels, title, diverging=True, value_name="Δ weight"),
+            "cmp_diff",
+            ctx.c.image_format,
+        )
+
+    sh = ctx.shown(ctx.trace())
+    dist = head_distances(sh.pattern)
+    order = similarity_order(dist)
+    names = head_names(sh.pattern.shape[0])
+    ordered = [names[i] for i in order]
+    d1, d2 = st.columns(2)
+    with d1:
+        plot(
+            matrix_heatmap(
+                dist[np.ix_(order, order)],
+                ordered,
+                ordered,
+                f"Layer {ctx.layer}: Jensen–Shannon distance between heads (similar heads sit together)",
+                value_name="JS distance",
+            ),
+            "similarity",
+            ctx.c.image_format,
+        )
+    stats = head_stats(sh.pattern)
+    with d2:
+        fig = head_bars(
+            {"entropy (nats)": stats["entropy"], "attention to self": stats["self"]},
+            names,
+            f"Layer {ctx.layer}: broad (high entropy) vs focused heads; weight on the diagonal",
+        )
+        plot(fig, "head_stats", ctx.c.image_format)
+    st.caption(
+        "Entropy: mean over query rows of −Σ p log p (ln n = uniform). Attention to self: mean weight on the "
+        "diagonal. Distance: Jensen–Shannon distance (base 2) between the two heads' rows, averaged over rows."
+    )
+    rows = [
+        [names[i], f"{stats['entropy'][i]:.6g}", f"{stats['max_weight'][i]:.6g}", f"{stats['self'][i]:.6g}"]
+        for i in range(len(names))
+    ]
+    downloads(
+        "compare",
+        npz={"js_distance": dist.astype(np.float32), "order": np.asarray(order)},
+        csv_data=csv_bytes(["head", "entropy_nats", "mean_max_weight", "self"], rows),
+    )

@@ -1,0 +1,77 @@
+"""The Head count tab: the layer's projections re-split into another number of heads (a what-if)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.edits import divisors
+from mha_viz.figures import heads_grid, lines
+from mha_viz.ui.cache import MAX_SWEEP_HEADS, get_sweep, sweep_counts
+from mha_viz.ui.common import csv_bytes, downloads, plot
+from mha_viz.ui.context import Ctx, valid_choice
+
+
+def headcount_view(ctx: Ctx) -> None:
+    w = ctx.base
+    width = w.n_heads * w.d_head
+    if w.n_kv_heads != w.n_heads:
+        st.info(
+            f"This layer shares {w.n_kv_heads} key/value heads among {w.n_heads} query heads (grouped-query "
+            "attention), so its heads cannot be re-split into another count."
+        )
+        return
+    if not w.plain:
+        st.info(
+            "This layer's queries and keys are not plain linear maps of its input X (rotary position embeddings, "
+            "QK-norm, or cross-attention from another text), so re-splitting its projections into another head "
+            "count has no single meaning here. The other views show what the model computes."
+        )
+        return
+    counts = sweep_counts(width)
+    st.markdown(
+        f"The layer's {width} query/key/value columns can be grouped into any head count that divides {width}: "
+        f"**{', '.join(map(str, divisors(width)))}** (d_k = {width} / heads). "
+        f"This explorer offers the counts up to {MAX_SWEEP_HEADS}."
+    )
+    if ctx.base.own:
+        st.info(
+            "Own weights: the head count is simply a parameter. Xavier initialisation draws the same "
+            "Q|K|V matrix whatever the head count, so re-splitting here equals initialising with that many heads."
+        )
+    else:
+        st.warning(
+            f"What-if: {ctx.base.model_name} was trained with {w.n_heads} heads. Re-splitting its projections into "
+            "another count keeps every weight but changes which dimensions are softmaxed together — it is not "
+            "what the model computes."
+        )
+    valid_choice("hc", counts, w.n_heads)
+    hc = int(st.selectbox("Head count", counts, key="hc", bind="query-params"))
+    t = ctx.trace(heads=hc)
+    sh = ctx.shown(t)
+    st.caption(f"Layer {ctx.layer} re-split into {hc} heads of d_k = {width // hc}.")
+    if sh.note:
+        st.info(sh.note)
+    cols = 4 if hc <= 16 else 8
+    plot(heads_grid(sh.pattern, sh.labels, cols=cols, clickable=False), "headcount_grid", ctx.c.image_format)
+    sweep = get_sweep(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    series = {
+        "mean entropy (nats)": sweep["mean_entropy"],
+        "mean largest weight": sweep["mean_max_weight"],
+        "output change vs original": sweep["output_change"],
+    }
+    plot(
+        lines(sweep["heads"], series, "Across head counts (same weights, re-split)", "heads"),
+        "headcount_summary",
+        ctx.c.image_format,
+    )
+    st.caption(
+        "Fewer heads: each softmax sees more dimensions and attention tends to collapse onto one pattern; more heads: "
+        "each subspace is smaller. Output change: |output − original output| / |original output| over all tokens."
+    )
+    rows = list(zip(sweep["heads"], *series.values(), strict=True))
+    downloads(
+        "headcount",
+        npz={"tokens": np.asarray(sh.labels, dtype=str), "pattern": sh.pattern},
+        csv_data=csv_bytes(["heads", "mean_entropy_nats", "mean_max_weight", "output_change"], rows),
+    )

@@ -1,0 +1,43 @@
+"""The Overview tab: every layer × head at a glance; a click opens that head in the Heads tab."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.figures import overview
+from mha_viz.ui.common import downloads, plot, shown
+from mha_viz.ui.context import Ctx, clicked_points
+
+
+def _on_tile_click() -> None:
+    for _, custom in clicked_points("overview_fig"):  # customdata (layer, head)
+        if len(custom) == 2:
+            st.session_state["layer"] = int(custom[0])
+            st.session_state["head"] = int(custom[1])
+            st.session_state["view"] = "Heads"
+            return
+
+
+def overview_view(ctx: Ctx) -> None:
+    patterns = ctx.patterns()  # [L, H, n_q, n_k]
+    L, H, n, nk = patterns.shape
+    b = ctx.base
+    sh = shown(patterns.reshape(L * H, n, nk), b.tokens.labels, ctx.special, ctx.c.hide_special,
+               b.key_tokens.labels, ctx.key_special)  # fmt: skip
+    m, mk = len(sh.labels), len(sh.key_labels)
+    st.caption(
+        f"{ctx.base.model_name}: every layer (rows) × head (columns), {m} tokens each. Click a tile to "
+        "open that head in the Heads view."
+    )
+    if sh.note:
+        st.info(sh.note)
+    plot(overview(sh.pattern.reshape(L, H, m, mk)), "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
+    downloads(
+        "overview",
+        npz={
+            "tokens": np.asarray(sh.labels, dtype=str),
+            "key_tokens": np.asarray(sh.key_labels, dtype=str),
+            "pattern": sh.pattern.reshape(L, H, m, mk),
+        },
+    )

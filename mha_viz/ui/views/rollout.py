@@ -1,0 +1,34 @@
+"""The Rollout tab: attention rollout through the layers (Abnar & Zuidema 2020)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.analysis import rollout
+from mha_viz.figures import matrix_heatmap
+from mha_viz.ui.common import downloads, plot
+from mha_viz.ui.context import Ctx, needs_pretrained
+
+
+def rollout_view(ctx: Ctx) -> None:
+    if needs_pretrained(ctx):
+        return
+    p = ctx.patterns()
+    roll = rollout(p)  # [L, n, n]
+    labels = ctx.base.tokens.labels
+    L = roll.shape[0]
+    upto = st.slider("Up to layer", 0, L - 1, L - 1, key="rollout_layer") if L > 1 else 0
+    st.caption(
+        "Attention rollout (Abnar & Zuidema 2020): per layer, average the heads, add the residual connection as "
+        "an identity (Â = 0.5·A + 0.5·I, rows renormalised), and multiply the layers: rollout = Â_l · … · Â_0. "
+        "Row i estimates how much each input token flows into position i by that layer."
+    )
+    plot(
+        matrix_heatmap(
+            roll[upto], labels, labels, f"Rollout through layers 0–{upto}", value_name="share", attention=True
+        ),
+        "rollout",
+        ctx.c.image_format,
+    )
+    downloads("rollout", npz={"tokens": np.asarray(labels, dtype=str), "rollout": roll.astype(np.float32)})
