@@ -102,21 +102,22 @@ def attention_pattern(
     """
     h, kv = q.shape[-3], k.shape[-3]
     k_h = k if kv == h else k.repeat_interleave(h // kv, dim=-3)  # [..., h, k_pos, dh]
-    scores = torch.matmul(q, k_h.transpose(-1, -2))  # [..., h, q_pos, k_pos]
+    scores = torch.matmul(q, k_h.transpose(-1, -2))  # [..., h, q_pos, k_pos], a fresh tensor: edited in place
     if scale != 1.0:
-        scores = scores * scale
+        scores.mul_(scale)
     if softcap is not None:  # logit soft-capping (Gemma 2): softcap · tanh(scores / softcap)
-        scores = torch.tanh(scores / softcap) * softcap
+        scores.div_(softcap).tanh_().mul_(softcap)
     if bias is not None:  # additive position bias (T5) and any additive part of the mask
-        scores = scores + bias.to(scores.dtype)
-    dead = torch.zeros(scores.shape[:-1], dtype=torch.bool, device=scores.device)  # [..., h, q_pos]
-    if allowed is not None:
-        allowed = allowed.to(scores.device)
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        dead = ~allowed.any(dim=-1)  # [..., h | 1, q_pos]
+        scores = scores + bias.to(scores.dtype) if bias.dim() > scores.dim() else scores.add_(bias.to(scores.dtype))
+    if allowed is None:
+        none_dead = torch.zeros(scores.shape[:-1], dtype=torch.bool, device=scores.device)  # [..., h, q_pos]
+        return scores, torch.softmax(scores, dim=-1), none_dead
+    allowed = allowed.to(scores.device)
+    scores.masked_fill_(~allowed, float("-inf"))
+    dead = ~allowed.any(dim=-1)  # [..., h | 1, q_pos]
     pattern = torch.softmax(scores, dim=-1)  # [..., h, q_pos, k_pos]
-    if allowed is not None and bool(dead.any()):
-        pattern = pattern.masked_fill(dead.unsqueeze(-1), 0.0)  # all-masked rows: zeros, not NaN
+    if bool(dead.any()):
+        pattern.masked_fill_(dead.unsqueeze(-1), 0.0)  # all-masked rows: zeros, not NaN
     return scores, pattern, dead
 
 
