@@ -219,7 +219,9 @@ def test_encoder_decoder_needs_target_and_others_refuse_it(t5_dir: str, minilm: 
         encode(minilm, SENTENCE, "Das Tier")
     q, k, found = traces(Config(model=t5_dir), SENTENCE, "the animal was tired", part="cross", lm=lm)
     assert found[0].pattern.shape == (4, len(q.labels), len(k.labels)) and q != k
-    assert q.ids[0] == lm.decoder_start_id and found[0].bias is not None  # T5's position bias, recorded
+    assert q.ids[0] == lm.decoder_start_id and found[0].bias is None  # no position bias in cross-attention
+    enc = traces(Config(model=t5_dir), SENTENCE, "the animal was tired", part="encoder", layers=[1], lm=lm)[2][0]
+    assert enc.bias is not None and enc.bias.abs().max() > 0  # T5's relative position bias, recorded
     with pytest.raises(MhaVizError, match="has no cross-attention"):
         traces(Config(), SENTENCE, part="cross", lm=minilm)
 

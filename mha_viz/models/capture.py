@@ -157,6 +157,8 @@ def _record(
     scaling = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
     softcap = named.get("softcap")
     bias = named.get("position_bias")
+    if isinstance(bias, torch.Tensor) and not bool(bias.any()):
+        bias = None  # T5 passes zeros where a layer has no relative position bias (cross-attention)
     allowed, extra = _split_mask(mask, int(key.shape[-2]))
     bias = extra if bias is None else (bias if extra is None else bias + extra)
     call = Call(

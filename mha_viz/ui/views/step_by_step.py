@@ -25,19 +25,37 @@ def step_view(ctx: Ctx) -> None:
     )
     tok, keys = list(t.tokens), list(t.key_tokens)
     g = i // t.group  # the key/value head this query head uses (differs only with grouped-query attention)
-    shared = "" if t.group == 1 else f" (shared by heads {g * t.group}–{(g + 1) * t.group - 1})"
+    shared = "" if t.group == 1 else f" (heads {g * t.group}–{(g + 1) * t.group - 1})"
     plain = ctx.base.plain
-    src = "X" if plain else "the model"
-    how = "" if plain else " as the model uses it (after its position encoding / norms)"
+    if not plain:
+        st.caption(
+            "This layer changes queries and keys after their projections (rotary position embeddings, QK-norm) or "
+            "takes keys from another text, so Q, K and V are shown as the attention used them, recorded from "
+            f"the model.{' K and V are shared by a group of query heads (grouped-query attention).' if shared else ''}"
+        )
     raw = (t.q[i] @ t.k[g].T).numpy()  # [n, nk] before scaling
     scaled = raw * t.scale
     steps = []
     if t.x.shape[1]:
         steps.append(("1. X (one row per token)", t.x.numpy(), None, "X", True, f"[{n} × {t.x.shape[1]}]"))
     steps += [
-        (f"2. Q_{i} = {src} · W_Q[{i}]{how}", t.q[i].numpy(), None, "Q", True, f"[{n} × {dk}]"),
-        (f"2. K_{g} = {src} · W_K[{g}]{shared}{how}", t.k[g].numpy(), None, "K", True, f"[{nk} × {dk}]"),
-        (f"2. V_{g} = {src} · W_V[{g}]{shared}", t.v[g].numpy(), None, "V", True, f"[{nk} × {dk}]"),
+        (f"2. Q_{i}" + (f" = X · W_Q[{i}]" if plain else " as used"), t.q[i].numpy(), None, "Q", True, f"[{n} × {dk}]"),
+        (
+            f"2. K_{g}" + (f" = X · W_K[{g}]" if plain else " as used") + shared,
+            t.k[g].numpy(),
+            None,
+            "K",
+            True,
+            f"[{nk} × {dk}]",
+        ),
+        (
+            f"2. V_{g}" + (f" = X · W_V[{g}]" if plain else " as used") + shared,
+            t.v[g].numpy(),
+            None,
+            "V",
+            True,
+            f"[{nk} × {dk}]",
+        ),
         (f"3. Q_{i} K_{g}ᵀ", raw, keys, "QKᵀ", True, f"[{n} × {nk}]"),
         (
             f"3. × {t.scale:.4g}" + (" (the model's scale)" if ctx.config.scaled else " (scaling off)"),
