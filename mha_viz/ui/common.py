@@ -7,7 +7,6 @@ import io
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
@@ -16,9 +15,6 @@ import streamlit as st
 from mha_viz.analysis import drop_special
 from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap
 from mha_viz.trace import AttentionTrace
-
-if TYPE_CHECKING:
-    from mha_viz.ui.context import Ctx
 
 
 @dataclass(frozen=True)
@@ -128,10 +124,10 @@ def head_names(n: int) -> list[str]:
     return [f"head {i}" for i in range(n)]
 
 
-def layer_head_map(ctx: Ctx, values: np.ndarray, title: str, value_name: str, key: str) -> None:
+def layer_head_map(values: np.ndarray, title: str, value_name: str, key: str, image_format: str) -> None:
     """One number per layer × head as a heatmap (rows L0…, columns H0…). Shapes: values [L, H]."""
     L, H = values.shape
     fig = matrix_heatmap(
         values, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], title, value_name=value_name
     )
-    plot(fig, key, ctx.c.image_format)
+    plot(fig, key, image_format)

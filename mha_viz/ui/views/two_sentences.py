@@ -38,7 +38,8 @@ def two_view(ctx: Ctx) -> None:
         f"{len(pairs)} shared tokens aligned (of {len(a)} and {len(b)}). Change = total variation distance "
         "between the focus token's two attention rows (weight on tokens only one sentence has counts fully)."
     )
-    layer_head_map(ctx, change, f"How much “{focus}” changes where it looks, per head", "change", "two_change")
+    title = f"How much “{focus}” changes where it looks, per head"
+    layer_head_map(change, title, "change", "two_change", ctx.c.image_format)
     la, he = np.unravel_index(int(np.argmax(change)), change.shape)
     st.markdown(f"Most changed: **layer {la}, head {he}** ({change[la, he]:.3f}).")
     ia, ib = {i for i, _ in pairs}, {j for _, j in pairs}

@@ -26,7 +26,7 @@ def where_view(ctx: Ctx) -> None:
     weights = p[:, :, q, k]  # [L, H]
     L, H = weights.shape
     title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head"
-    layer_head_map(ctx, weights, title, "weight", "where_map")
+    layer_head_map(weights, title, "weight", "where_map", ctx.c.image_format)
     order = np.argsort(-weights, axis=None)[:10]
     ranked = [(int(i // H), int(i % H), float(weights.flat[i])) for i in order]
     st.markdown("**Top heads** (rank, layer, head, weight):")
