@@ -50,15 +50,29 @@ def js_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(0.5 * kl(p) + 0.5 * kl(q), 0.0, 1.0))
 
 
-def head_distances(pattern: np.ndarray) -> np.ndarray:
+def head_distances(pattern: np.ndarray, chunk_cells: int = 1 << 22) -> np.ndarray:
     """Mean Jensen–Shannon distance over query rows between every pair of heads.
 
+    Computed in float32, one head against a block of others at a time, so memory stays near
+    ``chunk_cells`` floats whatever the head count (never an [h, h, q, k] array).
     Shapes: pattern [h, q, k] -> [h, h] (symmetric, zero diagonal).
     """
-    p = np.asarray(pattern, dtype=np.float64)
-    d = js_distance(p[:, None], p[None, :]).mean(-1)  # [h, h]
-    np.fill_diagonal(d, 0.0)
-    return 0.5 * (d + d.T)
+    p = np.asarray(pattern, dtype=np.float32)
+    h = p.shape[0]
+    logp = np.log2(np.clip(p, EPS, None))  # [h, q, k]
+    block = max(1, chunk_cells // max(1, p[0].size))
+    d = np.zeros((h, h), dtype=np.float64)
+    for i in range(h):
+        for j0 in range(i + 1, h, block):
+            j1 = min(h, j0 + block)
+            m = 0.5 * (p[i][None] + p[j0:j1])  # [b, q, k]
+            logm = np.log2(np.clip(m, EPS, None))
+            kl_i = (p[i][None] * (logp[i][None] - logm)).sum(-1)  # [b, q]
+            kl_j = (p[j0:j1] * (logp[j0:j1] - logm)).sum(-1)
+            js = np.sqrt(np.clip(0.5 * kl_i + 0.5 * kl_j, 0.0, 1.0)).mean(-1)  # [b]
+            d[i, j0:j1] = js
+            d[j0:j1, i] = js
+    return d
 
 
 def similarity_order(dist: np.ndarray) -> list[int]:
@@ -111,9 +125,11 @@ def output_change(reference: np.ndarray, changed: np.ndarray) -> dict[str, np.nd
     return {"relative": rel, "cosine": cos}
 
 
-def contribution_norms(head_out: np.ndarray) -> np.ndarray:
-    """L2 norm of each head's contribution after W^O. Shapes: [h, n, d] -> [h, n]."""
-    return np.linalg.norm(np.asarray(head_out, dtype=np.float64), axis=-1)
+def contribution_norms(z: np.ndarray, w_o: np.ndarray) -> np.ndarray:
+    """L2 norm of each head's contribution after W^O, ‖z_h · W^O_h‖ per token, one head at a time (never
+    the whole [h, n, d_model] array). Shapes: z [h, n, dh], w_o [h, dh, d] -> [h, n]."""
+    z, w_o = np.asarray(z, dtype=np.float32), np.asarray(w_o, dtype=np.float32)
+    return np.stack([np.linalg.norm(z[i] @ w_o[i], axis=-1) for i in range(z.shape[0])]).astype(np.float64)
 
 
 # --- head roles (Clark et al. 2019, Voita et al. 2019) ----------------------------------------

@@ -6,12 +6,20 @@ Plain values only, so a Config is an obvious cache key in the dashboard and a pl
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 
 OWN = "own"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the bundled offline model
 PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 EMBEDDINGS = ("random", "model")
+
+
+def hosted() -> bool:
+    """Hosted mode: MHA_VIZ_HOSTED=1 or an allow-list in MHA_VIZ_ALLOWED_MODELS (tighter limits, no local folders)."""
+    return bool(os.environ.get("MHA_VIZ_ALLOWED_MODELS", "").strip()) or os.environ.get(
+        "MHA_VIZ_HOSTED", ""
+    ).strip().lower() in ("1", "true", "yes")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz import budget
 from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dtype, to_cpu
 from mha_viz.config import EMBEDDINGS, Config
 from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
@@ -64,8 +65,19 @@ def encode(lm: LoadedModel, text: str, target: str | None = None) -> tuple[Token
 def record(lm: LoadedModel, text: str, target: str | None = None) -> Recording:
     """Tokenise and run the model once, recording every attention call."""
     tokens, target_tokens = encode(lm, text, target)
+    n = max(len(tokens.ids), len(target_tokens.ids) if target_tokens else 0)
+    d_head = max(1, lm.d_model // max(1, lm.n_heads))
+    shape = budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, len(lm.sites))
+    budget.check("Heads", shape, recording=True, what="Recording the model")
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
     return Recording(tokens, target_tokens, run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec))
+
+
+def sizes(rec: Recording, part: str, layer: int, n_layers: int = 1) -> budget.Sizes:
+    """The sizes of one recorded layer (for the request budget)."""
+    call = rec.run.calls[(part, layer)]
+    _, h, nq, dh = call.q.shape
+    return budget.Sizes(nq, int(call.k.shape[-2]), h, int(call.k.shape[1]), dh, int(call.wo_in.shape[-1]), n_layers)
 
 
 def layer_weights(lm: LoadedModel, rec: Recording, part: str, layer: int) -> AttentionWeights:
@@ -89,6 +101,7 @@ def layer_trace(lm: LoadedModel, rec: Recording, part: str | None, layer: int, c
     part = lm.part(part)
     lm.site(part, layer)
     call = rec.run.calls[(part, layer)]
+    budget.check("Heads", sizes(rec, part, layer), what="This layer's trace")
     qt, kt = rec.query_tokens(part), rec.key_tokens(part)
     causal = call.allowed is not None and lm.site(part, layer).causal
     if config.heads is not None and config.heads != call.q.shape[1]:
@@ -196,6 +209,10 @@ def own_trace(lm: LoadedModel, text: str, config: Config) -> tuple[Tokens, Atten
     """Trace own weights on ``text`` tokenised by ``lm``'s tokenizer (config.heads is not used: for own
     weights the head count is config.n_heads)."""
     tokens = tokenize(lm.tokenizer, text, lm.max_tokens, lm.name)
+    n = len(tokens.ids)
+    d_head = max(1, config.d_model // max(1, config.n_heads))
+    shape = budget.Sizes(n, n, config.n_heads, config.n_heads, d_head, config.d_model)
+    budget.check("Heads", shape, what="This layer's trace")
     base = own_weights(config)
     weights = edit_weights(base, config.replace(heads=None))
     x = own_input(lm, tokens, config, base.d_model)

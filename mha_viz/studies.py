@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from mha_viz import budget
 from mha_viz.analysis import head_roles, head_stats, is_punctuation
 from mha_viz.attention import compute_trace
 from mha_viz.config import Config
@@ -15,7 +16,7 @@ from mha_viz.edits import apply_wo, regroup_heads
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, readable
-from mha_viz.pipeline import Recording, encode, layer_trace
+from mha_viz.pipeline import Recording, encode, layer_trace, sizes
 from mha_viz.trace import AttentionTrace, AttentionWeights
 
 
@@ -29,6 +30,11 @@ def headcount_sweep(
     Shapes: x [pos, d_model].
     """
     config = config or Config()
+    n = int(x.shape[0])
+    most = max(counts, default=weights.n_heads)
+    full = budget.Sizes(n, n, weights.n_heads, weights.n_kv_heads, weights.d_head, weights.d_model)
+    budget.check("Head count", full if most <= weights.n_heads else budget.Sizes(
+        n, n, most, most, max(1, weights.n_heads * weights.d_head // most), weights.d_model))  # fmt: skip
 
     def run(w: AttentionWeights) -> AttentionTrace:
         return compute_trace(w, x, causal=config.causal, scaled=config.scaled, device=config.device, dtype=config.dtype)
@@ -67,6 +73,7 @@ def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> fl
 def all_patterns(lm: LoadedModel, rec: Recording, part: str | None, config: Config) -> np.ndarray:
     """Every layer's attention pattern of one part. Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
     part = lm.part(part)
+    budget.check("Overview", sizes(rec, part, 0, lm.n_layers(part)), what="Every layer's pattern")
     found = [layer_trace(lm, rec, part, i, config).pattern.numpy() for i in range(lm.n_layers(part))]
     return np.stack(found).astype(np.float32)
 

@@ -1,7 +1,8 @@
 """The dashboard's caches over the pipeline: plain values in, what the pipeline returns out; nothing drawn.
 
-The model is shared read-only by every session (st.cache_resource); everything else is in st.cache_data
-caches bounded by entries and by size, so memory levels off however many texts people try.
+The model is shared read-only by every session (st.cache_resource); everything else is in caches that
+hold their caps in entries and bytes (ui/memo.py: a value larger than its cache is computed, shown and
+dropped), so memory levels off however many texts people try and whatever they ask for.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from mha_viz.edits import divisors
 from mha_viz.own import save_weights
 from mha_viz.pipeline import LoadedModel, Tokens
 from mha_viz.trace import AttentionTrace
+from mha_viz.ui.memo import sized_cache
 
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
 
@@ -50,7 +52,7 @@ def model_of(config: Config) -> LoadedModel:
     return get_model(config.model_name, config.model_device)
 
 
-@st.cache_data(show_spinner=False, max_entries=16, max_size="256MB")
+@sized_cache(max_entries=16, max_mb=256)
 def get_recording(model_name: str, device: str, text: str, target: str | None) -> pipeline.Recording:
     """One model pass over the text (and target), every attention call recorded."""
     return pipeline.record(get_model(model_name, device), text, target)
@@ -60,7 +62,7 @@ def recording_of(config: Config, text: str, target: str | None) -> pipeline.Reco
     return get_recording(config.model_name, config.model_device, text, target)
 
 
-@st.cache_data(show_spinner=False, max_entries=8, max_size="64MB")
+@sized_cache(max_entries=8, max_mb=64)
 def get_own(config: Config, text: str) -> tuple[Tokens, AttentionTrace]:
     tokens, _, trace = pipeline.own_trace(model_of(config), text, config)
     return tokens, trace
@@ -84,7 +86,7 @@ def get_base(config: Config, text: str, target: str | None, part: str | None, la
     )  # fmt: skip
 
 
-@st.cache_data(show_spinner=False, max_entries=64, max_size="256MB")
+@sized_cache(max_entries=64, max_mb=256)
 def get_trace(config: Config, text: str, target: str | None, part: str | None, layer: int) -> AttentionTrace:
     """The traced layer after the what-if edits in ``config``."""
     if config.own:
@@ -93,7 +95,7 @@ def get_trace(config: Config, text: str, target: str | None, part: str | None, l
     return pipeline.layer_trace(lm, recording_of(config, text, target), part, layer, config)
 
 
-@st.cache_data(show_spinner=False, max_entries=16, max_size="192MB")
+@sized_cache(max_entries=16, max_mb=192)
 def get_all_patterns(config: Config, text: str, target: str | None, part: str | None) -> np.ndarray:
     """Every layer's pattern of one part. Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
     lm = model_of(config)
@@ -117,7 +119,7 @@ def _plain_layer(config: Config, text: str, target: str | None, part: str | None
     return pipeline.layer_weights(lm, rec, part, layer), pipeline.layer_input(rec, part, layer)
 
 
-@st.cache_data(show_spinner=False, max_entries=16, max_size="16MB")
+@sized_cache(max_entries=16, max_mb=16)
 def get_sweep(config: Config, text: str, target: str | None, part: str | None, layer: int) -> dict[str, list[float]]:
     weights, x = _plain_layer(config, text, target, part, layer)
     counts = sweep_counts(weights.n_heads * weights.d_head)
@@ -125,13 +127,13 @@ def get_sweep(config: Config, text: str, target: str | None, part: str | None, l
                                                               device=config.device))  # fmt: skip
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@sized_cache(max_entries=16, max_mb=1)
 def get_identity_check(config: Config, text: str, target: str | None, part: str | None, layer: int) -> float:
     weights, x = _plain_layer(config, text, target, part, layer)
     return studies.single_head_identity_check(weights, x)
 
 
-@st.cache_data(show_spinner=False, max_entries=16, max_size="16MB")
+@sized_cache(max_entries=16, max_mb=16)
 def get_roles(config: Config, text: str, target: str | None, part: str | None) -> list[dict]:
     """Role scores and labels for every layer × head (see analysis.head_roles)."""
     lm = model_of(config)
@@ -139,13 +141,13 @@ def get_roles(config: Config, text: str, target: str | None, part: str | None) -
     return studies.roles_table(tokens, get_all_patterns(config, text, target, part))
 
 
-@st.cache_data(show_spinner=False, max_entries=16, max_size="32MB")
+@sized_cache(max_entries=16, max_mb=32)
 def get_ablation(config: Config, text: str, target: str | None, plan: tuple) -> dict:
     """The whole model's output with heads zeroed: plan = (((part, layer), (heads...)), ...)."""
     return studies.ablation_effect(model_of(config), text, {key: list(hs) for key, hs in plan}, target)
 
 
-@st.cache_data(show_spinner=False, max_entries=8, max_size="64MB")
+@sized_cache(max_entries=8, max_mb=64)
 def get_weights_file(config: Config) -> bytes:
     """The own weights of ``config`` as .safetensors bytes (for the download button)."""
     return save_weights(pipeline.own_weights(config))

@@ -15,6 +15,7 @@ import streamlit as st
 from mha_viz.analysis import drop_special
 from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap
 from mha_viz.trace import AttentionTrace
+from mha_viz.ui.memo import sized_cache
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def trace_shown(trace: AttentionTrace, special: Sequence[bool], hide: bool, key_
     return shown(trace.pattern.numpy(), trace.tokens, special, hide, trace.key_tokens, key_special)
 
 
-@st.cache_data(show_spinner=False, max_entries=64, max_size="64MB")
+@sized_cache(max_entries=64, max_mb=64)
 def cached_figure(builder: str, *args: object) -> dict:
     """A figure with many panels (built by figures.<builder>), kept as its JSON-ready dict.
 

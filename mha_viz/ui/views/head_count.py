@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.budget import check_grid
 from mha_viz.edits import divisors
 from mha_viz.figures import heads_grid, lines
 from mha_viz.ui.cache import MAX_SWEEP_HEADS, get_sweep, sweep_counts
@@ -47,6 +48,7 @@ def headcount_view(ctx: Ctx) -> None:
         )
     valid_choice("hc", counts, w.n_heads)
     hc = int(st.selectbox("Head count", counts, key="hc", bind="query-params"))
+    check_grid(hc)
     t = ctx.trace(heads=hc)
     sh = ctx.shown(t)
     st.caption(f"Layer {ctx.layer} re-split into {hc} heads of d_k = {width // hc}.")

@@ -8,6 +8,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import head_roles, is_punctuation
+from mha_viz.budget import check_grid
 from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
@@ -23,6 +24,7 @@ def _on_grid_click() -> None:
 
 
 def heads_view(ctx: Ctx) -> None:
+    check_grid(ctx.base.n_heads)
     t = ctx.trace()
     sh = ctx.shown(t)
     h, n = sh.pattern.shape[0], len(sh.labels)

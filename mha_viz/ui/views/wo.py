@@ -61,7 +61,7 @@ def wo_view(ctx: Ctx) -> None:
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
     plot(fig, "wo_change", ctx.c.image_format)
-    norms = contribution_norms(t.head_out.numpy())  # [h, n]
+    norms = contribution_norms(t.z.numpy(), t.W_O.numpy())  # [h, n]
     plot(
         matrix_heatmap(
             norms,

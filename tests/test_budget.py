@@ -1,0 +1,76 @@
+"""Every request has a budget: estimates, refusals with what to lower, caches that hold their caps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SENTENCE
+from mha_viz import budget
+from mha_viz.analysis import contribution_norms, head_distances, js_distance
+from mha_viz.config import Config
+from mha_viz.pipeline import own_trace, record, traces
+from mha_viz.trace import MhaVizError
+from mha_viz.ui.memo import SizedCache, nbytes
+
+
+def test_estimates_grow_with_size_and_the_worst_urls_are_refused(monkeypatch) -> None:
+    monkeypatch.delenv("MHA_VIZ_MAX_REQUEST_MB", raising=False)
+    small = budget.Sizes(16, 16, 8, 8, 64, 512)
+    big = budget.Sizes(512, 512, 64, 64, 8, 512, n_layers=6)
+    for view in ("Heads", "Overview", "Compare heads", "Head count", "W^O", "Two sentences", "Ablation"):
+        assert budget.estimate(view, big) > budget.estimate(view, small) > 0
+    budget.check("Heads", small)
+    monkeypatch.setenv("MHA_VIZ_HOSTED", "1")
+    assert budget.max_request_mb() == 768 and budget.max_grid_heads() == 32
+    with pytest.raises(MhaVizError, match=r"limit per request is 768 MB \(MHA_VIZ_MAX_REQUEST_MB\)"):
+        budget.check("Overview", budget.Sizes(512, 512, 256, 256, 8, 2048, n_layers=12))
+    with pytest.raises(MhaVizError, match="MHA_VIZ_MAX_GRID_HEADS"):
+        budget.check_grid(64)
+
+
+def test_limit_from_the_environment_reaches_the_pipeline(minilm, monkeypatch) -> None:
+    monkeypatch.setenv("MHA_VIZ_MAX_REQUEST_MB", "1")
+    with pytest.raises(MhaVizError, match=r"Recording the model on this input would need about .* MB; the limit"):
+        record(minilm, SENTENCE)
+    with pytest.raises(MhaVizError, match=r"Shorten|shorter text"):
+        own_trace(minilm, "word " * 400, Config(model="own", d_model=512, n_heads=64))
+    monkeypatch.setenv("MHA_VIZ_MAX_REQUEST_MB", "oops")  # a bad value falls back to the default
+    assert len(traces(Config(), SENTENCE, layers=[0], lm=minilm)[2]) == 1
+
+
+def test_head_distances_chunked_float32_match_the_float64_reference() -> None:
+    rng = np.random.default_rng(0)
+    p = rng.random((7, 9, 11)) ** 3
+    p /= p.sum(-1, keepdims=True)
+    ref = js_distance(p[:, None], p[None, :]).mean(-1)
+    np.fill_diagonal(ref, 0.0)
+    for chunk in (1, 50, 1 << 22):  # one head at a time, small blocks, everything at once
+        np.testing.assert_allclose(head_distances(p, chunk_cells=chunk), ref, atol=2e-6)
+
+
+def test_contribution_norms_without_the_big_array() -> None:
+    g = torch.Generator().manual_seed(0)
+    z, w_o = torch.randn(5, 7, 4, generator=g), torch.randn(5, 4, 12, generator=g)
+    expected = torch.linalg.norm(torch.bmm(z, w_o), dim=-1).numpy()
+    np.testing.assert_allclose(contribution_norms(z.numpy(), w_o.numpy()), expected, rtol=1e-5)
+
+
+def test_sized_cache_holds_its_caps() -> None:
+    cache = SizedCache("t", max_entries=3, max_bytes=1000)
+    calls = []
+
+    def make(n: int):
+        calls.append(n)
+        return np.zeros(n, dtype=np.uint8)
+
+    assert cache.get_or_compute("big", lambda: make(5000)).nbytes == 5000
+    assert cache.total == 0 and cache.skipped == 1  # computed, returned, not kept
+    for key, size in (("a", 400), ("b", 400), ("c", 400)):
+        cache.get_or_compute(key, lambda size=size: make(size))
+    assert cache.total <= 1000 and cache.total == 800  # "a" was evicted to make room for "c"
+    cache.get_or_compute("c", lambda: make(1))
+    assert calls[-1] == 400  # "c" came from the cache
+    held = {"x": np.zeros(10, np.float32), "y": (torch.zeros(4),)}
+    assert nbytes(held) == 40 + 16 + 2  # arrays, tensors and the key strings
