@@ -1,7 +1,8 @@
 """Own weights: initialise, embed tokens without a model, save and load as safetensors.
 
 Safetensors only (never pickle). Loading checks the header before reading any tensor:
-size caps, known names, dtypes, consistent shapes, then finite values.
+size caps, known names, dtypes, consistent shapes and offsets, then finite values of bounded size.
+Any bad file raises MhaVizError (never another exception).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ MAX_D_MODEL = 2048
 MAX_HEADS = 256
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
+MAX_ABS_WEIGHT = 1e4  # |weight| above this can overflow float32 scores (q·k sums d_head products)
+MAX_SCALE = 1e4  # the largest score scale a file may set (1/sqrt(d_head) is below 1)
 FORMAT_TAG = "mha-viz-own-weights/1"
 _ST_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 _NAMES = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
@@ -123,8 +126,31 @@ def save_weights(weights: AttentionWeights) -> bytes:
     return st_save(tensors, metadata=meta)
 
 
+def _table(pairs: list[tuple[object, object]]) -> dict:
+    """json object hook: refuse repeated names (a later entry would silently replace an earlier one)."""
+    table = dict(pairs)
+    if len(table) != len(pairs):
+        raise MhaVizError("not a valid safetensors file (a name appears twice in the header)")
+    return table
+
+
+def _header_int(text: str) -> int:
+    """json int hook: refuse numbers longer than any size or offset can be (Python would refuse 4300+ digits)."""
+    if len(text.lstrip("-")) > 20:
+        raise MhaVizError(f"not a valid safetensors file (a {len(text)}-digit number in its header)")
+    return int(text)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _parse_header(data: bytes) -> tuple[dict, dict]:
-    """The validated tensor table and the metadata table of a safetensors file."""
+    """The validated tensor table and the metadata table of a safetensors file.
+
+    Whatever the bytes are, this returns or raises MhaVizError: deep nesting, huge numbers, repeated
+    names, wrong types, and overlapping, out-of-order or gapped data offsets are all refused.
+    """
     if len(data) > MAX_FILE_BYTES:
         raise MhaVizError(f"weights file is {len(data) / 2**20:.1f} MB; the limit is {MAX_FILE_BYTES // 2**20} MB")
     if len(data) < 8:
@@ -133,26 +159,40 @@ def _parse_header(data: bytes) -> tuple[dict, dict]:
     if n > MAX_HEADER_BYTES or 8 + n > len(data):
         raise MhaVizError("not a valid safetensors file (header size is wrong or the file is truncated)")
     try:
-        header = json.loads(data[8 : 8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = json.loads(data[8 : 8 + n].decode("utf-8"), object_pairs_hook=_table, parse_int=_header_int)
+    except MhaVizError:
+        raise
+    except RecursionError:
+        raise MhaVizError("not a valid safetensors file (its header is nested too deeply)") from None
+    except (UnicodeDecodeError, ValueError, OverflowError):  # JSONDecodeError, or an integer too long to read
         raise MhaVizError("not a valid safetensors file (unreadable header); pickle files are not accepted") from None
     if not isinstance(header, dict):
         raise MhaVizError("not a valid safetensors file (header is not a table)")
-    meta = header.pop("__metadata__", None)
-    meta = meta if isinstance(meta, dict) else {}
+    meta = header.pop("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise MhaVizError("not a valid safetensors file (its __metadata__ must map names to text values)")
     body = len(data) - 8 - n
+    spans = []
     for name, info in header.items():
         if name not in _NAMES:
-            raise MhaVizError(f"unexpected tensor {name!r}; expected only {', '.join(_NAMES)}")
+            raise MhaVizError(f"unexpected tensor {str(name)[:40]!r}; expected only {', '.join(_NAMES)}")
         if not isinstance(info, dict) or info.get("dtype") not in _ST_DTYPES:
             raise MhaVizError(f"tensor {name} must be a float tensor (F16, BF16, F32 or F64)")
         shape, offs = info.get("shape"), info.get("data_offsets")
-        ok = isinstance(shape, list) and all(isinstance(s, int) and 0 <= s <= MAX_D_MODEL for s in shape)
-        ok = ok and isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)
+        ok = isinstance(shape, list) and len(shape) <= 3 and all(_is_int(s) and 0 <= s <= MAX_D_MODEL for s in shape)
+        ok = ok and isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)
         if not ok or not 0 <= offs[0] <= offs[1] <= body:
             raise MhaVizError(f"tensor {name} has an invalid shape or position in the file")
         if math.prod(shape) * _ST_DTYPES[info["dtype"]] != offs[1] - offs[0]:
             raise MhaVizError(f"tensor {name}: its shape does not match its stored size")
+        spans.append((offs[0], offs[1], name))
+    end = 0
+    for start, stop, name in sorted(spans):  # the data must be laid out back to back, each byte used once
+        if start != end:
+            raise MhaVizError(f"tensor {name}'s data overlaps another tensor or leaves a gap (offset {start})")
+        end = stop
+    if end != body:
+        raise MhaVizError("not a valid safetensors file (bytes after the last tensor, or the file is truncated)")
     missing = [n for n in ("W_Q", "W_K", "W_V", "W_O") if n not in header]
     if missing:
         raise MhaVizError(f"weights file lacks {', '.join(missing)}")
@@ -160,7 +200,21 @@ def _parse_header(data: bytes) -> tuple[dict, dict]:
 
 
 def load_weights(data: bytes) -> AttentionWeights:
-    """Parse and validate safetensors bytes into AttentionWeights (float32), or raise MhaVizError."""
+    """Parse and validate safetensors bytes into AttentionWeights (float32), or raise MhaVizError.
+
+    Nothing else escapes: a crafted file gets a message saying what is wrong with it. Values must be
+    finite and at most MAX_ABS_WEIGHT in size (larger ones overflow float32 attention scores), and a
+    stored scale must lie in (0, MAX_SCALE].
+    """
+    try:
+        return _load_weights(data)
+    except MhaVizError:
+        raise
+    except Exception as exc:  # a case the checks above missed: still a message, never a traceback
+        raise MhaVizError(f"could not read the weights file ({type(exc).__name__}: {exc})".splitlines()[0]) from None
+
+
+def _load_weights(data: bytes) -> AttentionWeights:
     header, meta = _parse_header(data)
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         if len(header[name]["shape"]) != 3:
@@ -169,22 +223,34 @@ def load_weights(data: bytes) -> AttentionWeights:
     check_size(d, h)
     if h * dh != d:
         raise MhaVizError(f"W_Q is [{h}, {d}, {dh}] but n_heads * d_head must equal d_model")
+    scale = _scale(meta)
     try:
         raw = st_load(data)
     except Exception as exc:  # safetensors raises its own error types for malformed files
-        raise MhaVizError(f"could not read the weights file: {exc}") from None
-    tensors = {n: t.to(torch.float32) for n, t in raw.items()}
-    for name, t in tensors.items():
+        raise MhaVizError(f"could not read the weights file: {exc}".splitlines()[0]) from None
+    for name, t in raw.items():  # checked in the stored dtype, before float32 could turn 1e300 into inf
         if not bool(torch.isfinite(t).all()):
             raise MhaVizError(f"tensor {name} contains NaN or infinite values")
-    return AttentionWeights(**tensors, scale=_scale(meta))
+        largest = float(t.abs().max()) if t.numel() else 0.0
+        if largest > MAX_ABS_WEIGHT:
+            raise MhaVizError(
+                f"tensor {name} has values up to {largest:.3g}; the limit is {MAX_ABS_WEIGHT:g} in size "
+                "(larger weights overflow the attention scores); use smaller weights"
+            )
+    return AttentionWeights(**{n: t.to(torch.float32) for n, t in raw.items()}, scale=scale)
 
 
 def _scale(meta: dict) -> float | None:
+    """The file's score scale (metadata "scale"), None when absent; refused outside (0, MAX_SCALE]."""
+    if "scale" not in meta:
+        return None
     try:
-        scale = float(meta["scale"]) if "scale" in meta else None
-    except (TypeError, ValueError):
+        scale = float(meta["scale"])
+    except (TypeError, ValueError, OverflowError):
         raise MhaVizError("the file's scale metadata is not a number") from None
-    if scale is not None and not (math.isfinite(scale) and scale > 0):
-        raise MhaVizError("the file's scale metadata must be a positive finite number")
+    if not (math.isfinite(scale) and 0 < scale <= MAX_SCALE):
+        raise MhaVizError(
+            f"the file's scale metadata is {str(meta['scale'])[:20]}; it must be a number above 0 and at most "
+            f"{MAX_SCALE:g} (larger scales overflow the attention scores)"
+        )
     return scale

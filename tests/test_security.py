@@ -175,3 +175,174 @@ def test_remote_code_is_never_trusted() -> None:
                 if not ok:
                     unsafe.append(f"{path.name}:{node.lineno}")
     assert not unsafe, unsafe
+
+
+# --- hostile own-weights uploads: the reader raises MhaVizError (one line) or returns weights --------------
+
+
+def _valid_file(d_model: int = 8, n_heads: int = 2) -> bytes:
+    from mha_viz.own import init_weights, save_weights
+
+    return save_weights(init_weights(d_model, n_heads, seed=1, bias=True))
+
+
+def _split(data: bytes) -> tuple[dict, bytes]:
+    """A safetensors file's header (as a dict) and its data bytes."""
+    n = int.from_bytes(data[:8], "little")
+    return json.loads(data[8 : 8 + n]), data[8 + n :]
+
+
+def _crafted(header: dict | bytes, body: bytes) -> bytes:
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return len(raw).to_bytes(8, "little") + raw + body
+
+
+def _only_mha_viz_error(data: bytes) -> str | None:
+    """Load ``data``: the error message, or None when it loaded. Any other exception fails the test."""
+    from mha_viz.own import load_weights
+
+    try:
+        load_weights(data)
+    except MhaVizError as exc:
+        message = str(exc)
+        assert message and "\n" not in message and "Traceback" not in message, message
+        return message
+    return None
+
+
+def test_valid_file_loads_and_crafting_round_trips() -> None:
+    header, body = _split(_valid_file())
+    assert _only_mha_viz_error(_crafted(header, body)) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"[" * 30_000 + b"]" * 30_000, "nested too deeply"),
+        (b'{"W_Q": ' * 6_000 + b"1" + b"}" * 6_000, "nested too deeply"),
+        (('{"W_Q": {"dtype": "F32", "shape": [' + "9" * 5_000 + '], "data_offsets": [0, 4]}}').encode(), "digit"),
+        (('{"W_Q": {"dtype": "F32", "shape": [2], "data_offsets": [0, ' + "9" * 400 + "]}}").encode(), "digit"),
+        (b'{"W_Q": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}}', "invalid shape"),
+        (b'{"W_Q": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', "invalid shape"),
+        (b'{"W_Q": 1, "W_Q": 2}', "appears twice"),
+        (b"\xff\xfe{}", "unreadable header"),
+        (b'"just a string"', "not a table"),
+    ],
+)
+def test_hostile_headers_are_clear_errors(raw: bytes, message: str) -> None:
+    assert message in (_only_mha_viz_error(_crafted(raw, b"\0" * 64)) or "it loaded")
+
+
+def _edited(edit) -> bytes:
+    header, body = _split(_valid_file())
+    edit(header)
+    return _crafted(header, body)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda h: h["W_K"].update(data_offsets=h["W_Q"]["data_offsets"]), "overlaps"),
+        (lambda h: h["W_K"].update(data_offsets=list(reversed(h["W_K"]["data_offsets"]))), "invalid shape or position"),
+        (lambda h: h["W_Q"].update(shape=[-2, 8, 4]), "invalid shape"),
+        (lambda h: h["W_Q"].update(shape=[2.0, 8.0, 4.0]), "invalid shape"),
+        (lambda h: h["W_Q"].update(shape=[True, 8, 4]), "invalid shape"),
+        (lambda h: h["W_Q"].update(shape=[2, 8, 4, 1]), "invalid shape"),
+        (lambda h: h["W_Q"].update(data_offsets=[0, 64, 0]), "invalid shape"),
+        (lambda h: h["W_Q"].update(data_offsets="0-64"), "invalid shape"),
+        (lambda h: h["W_Q"].update(dtype="I64"), "float tensor"),
+        (lambda h: h.update(W_Q=[1, 2, 3]), "float tensor"),
+        (lambda h: h.update(W_Q="tensor"), "float tensor"),
+        (lambda h: h.update(__metadata__={"format": "x", "scale": 2.0}), "__metadata__"),
+        (lambda h: h.update(__metadata__={"scale": None}), "__metadata__"),
+        (lambda h: h.update(__metadata__=["scale", "2"]), "__metadata__"),
+        (lambda h: h.update(__metadata__={"scale": "1e38"}), "at most"),
+        (lambda h: h.update(__metadata__={"scale": "9" * 5000}), "at most"),
+        (lambda h: h.update(__metadata__={"scale": "-1"}), "above 0"),
+        (lambda h: h.update(__metadata__={"scale": "two"}), "not a number"),
+        (lambda h: h.pop("b_O"), "gap"),  # its bytes are left unclaimed in the file
+        (lambda h: h.update({"W_Q\u202e": h.pop("W_Q")}), "unexpected tensor"),
+    ],
+)
+def test_crafted_tables_are_clear_errors(edit, message: str) -> None:
+    found = _only_mha_viz_error(_edited(edit))
+    assert found is not None and message in found, found
+
+
+def test_overflowing_but_finite_weights_are_refused() -> None:
+    import torch
+    from safetensors.torch import save
+
+    from mha_viz.own import MAX_ABS_WEIGHT, init_weights
+
+    tensors = init_weights(8, 2).tensors()
+    for name, value in (("W_Q", 1e30), ("W_O", MAX_ABS_WEIGHT * 2)):
+        big = dict(tensors, **{name: torch.full_like(tensors[name], value)})
+        found = _only_mha_viz_error(save(big))
+        assert found is not None and name in found and f"{MAX_ABS_WEIGHT:g}" in found, found
+    f64 = {n: t.double() for n, t in tensors.items()}
+    f64["W_K"][0, 0, 0] = 1e300  # finite in float64, inf once read as float32
+    found = _only_mha_viz_error(save(f64))
+    assert found is not None and "W_K" in found
+    ok = dict(tensors, W_V=torch.full_like(tensors["W_V"], MAX_ABS_WEIGHT))
+    assert _only_mha_viz_error(save(ok)) is None  # the bound itself is allowed
+
+
+def test_random_byte_mutations_raise_only_mha_viz_error() -> None:
+    """A seeded fuzz loop: flips, overwrites, insertions (deep brackets, long numbers), deletions and truncations
+    of a valid file's header and data; half the time the length prefix is fixed up so the header still parses."""
+    import random
+
+    rng = random.Random(20240601)
+    valid = _valid_file()
+    n = int.from_bytes(valid[:8], "little")
+    loaded = refused = 0
+    for _ in range(1500):
+        parts = [bytearray(valid[8 : 8 + n]), bytearray(valid[8 + n :])]
+        for _ in range(rng.randint(1, 4)):
+            data = parts[0] if rng.random() < 0.8 else parts[1]  # mostly the header, where parsing happens
+            where = rng.randrange(len(data) + 1)
+            op = rng.randrange(6)
+            if op == 0 and where < len(data):
+                data[where] ^= 1 << rng.randrange(8)
+            elif op == 1 and where < len(data):
+                data[where] = rng.choice(b'{}[]",:0123456789-.eE \x00\xff')
+            elif op == 2:
+                data[where:where] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 6)))
+            elif op == 3:
+                data[where:where] = rng.choice((b"[" * 3000, b"9" * 5000, b"-1", b"1e999", b'"x":{},'))
+            elif op == 4:
+                del data[where : where + rng.randint(1, 6)]
+            else:
+                del data[where:]
+        prefix = len(parts[0]) if rng.random() < 0.5 else n
+        data = prefix.to_bytes(8, "little") + bytes(parts[0]) + bytes(parts[1])
+        if rng.random() < 0.1:
+            data = data[: rng.randrange(len(data) + 1)]
+        if _only_mha_viz_error(data) is None:
+            loaded += 1
+        else:
+            refused += 1
+    assert refused > 1000 and loaded > 0  # the loop did reach both outcomes
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.sampled_from(["W_Q", "W_K", "W_O", "b_O", "__metadata__", "extra"]),
+    field=st.sampled_from([None, "dtype", "shape", "data_offsets"]),
+    value=_json,
+)
+def test_any_json_in_any_header_field_raises_only_mha_viz_error(name: str, field: str | None, value) -> None:
+    header, body = _split(_valid_file())
+    if field is None or not isinstance(header.get(name), dict):
+        header[name] = value
+    else:
+        header[name][field] = value
+    _only_mha_viz_error(_crafted(json.dumps(header, allow_nan=True).encode(), body))
