@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from mha_viz.config import DEFAULT_MODEL
+from mha_viz.config import DEFAULT_MODEL, hosted
 from mha_viz.trace import MhaVizError
 
 _DEFAULT_ALIASES = {"", "default", "minilm", DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
@@ -140,7 +140,7 @@ def allowed_models() -> tuple[str, ...] | None:
     listed = os.environ.get("MHA_VIZ_ALLOWED_MODELS", "").strip()
     if listed:
         return tuple(m.strip() for m in listed.split(",") if m.strip())
-    if os.environ.get("MHA_VIZ_HOSTED", "").strip().lower() in ("1", "true", "yes"):
+    if hosted():
         return DEFAULT_ALLOWED
     return None
 
