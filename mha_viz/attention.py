@@ -173,7 +173,8 @@ def compute_trace(
     The "one big matrix" form: a single Q|K|V projection, a reshape into heads and batched
     matmuls over the head axis (no Python loop over heads). ``scaled=False`` drops the
     1/sqrt(d_head) factor (to show softmax saturation). A query row whose keys are all masked
-    gets an all-zero pattern row and is flagged in ``dead_rows`` (never NaN).
+    gets an all-zero pattern row and is flagged in ``dead_rows`` (never NaN). Weights or inputs so large
+    that the scores overflow raise MhaVizError instead of returning a NaN pattern.
 
     Shapes: x [pos, d_model]; key_mask [pos] bool; attn_mask [pos, pos] bool; returns an
     AttentionTrace (see mha_viz.trace for every shape), detached on the CPU.
@@ -202,6 +203,12 @@ def compute_trace(
         # 2.-7. scores, mask, softmax, · V, concat, · W^O.
         scale = w.scale_factor if scaled else 1.0
         parts = attend(q, k, v, w.W_O, w.b_O, scale=scale, allowed=allowed)
+        # Never draw or export NaN: one check (one device sync) on what every view shows.
+        if not bool(torch.isfinite(parts["pattern"]).all() & torch.isfinite(parts["output"]).all()):
+            raise MhaVizError(
+                f"the attention computation overflowed {str(w.dtype).removeprefix('torch.')} (the pattern or output "
+                "has NaN or infinite values); use smaller weights/scale or smaller embeddings"
+            )
 
     labels = tuple(tokens) if tokens is not None else tuple(str(i) for i in range(n))
     return AttentionTrace(

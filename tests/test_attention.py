@@ -187,3 +187,20 @@ def test_attend_soft_cap_bias_and_mask_in_the_model_order() -> None:
     concat = (ref @ v).transpose(0, 1).reshape(5, 8)
     torch.testing.assert_close(out["output"], concat @ w_o.reshape(8, 8), rtol=0, atol=1e-12)
     assert out["pattern"].abs().max() <= 1 and not out["dead_rows"].any()
+
+
+@pytest.mark.parametrize("case", ["huge weights", "huge scale", "huge input"])
+def test_overflow_is_a_clear_error_never_nan(case: str) -> None:
+    w = random_weights(dtype=torch.float32)
+    x = torch.randn(5, 12, generator=torch.Generator().manual_seed(1))
+    if case == "huge weights":
+        w = AttentionWeights(**{n: t * 1e30 for n, t in w.tensors().items()})
+    elif case == "huge scale":
+        w = AttentionWeights(**w.tensors(), scale=1e38)
+    else:
+        x = x * 1e25
+    with pytest.raises(MhaVizError, match=r"overflowed float32.*use smaller weights/scale"):
+        compute_trace(w, x, device="cpu")
+    if case == "huge weights":  # float64 holds these scores: a real pattern, not an error
+        t = compute_trace(w, x, device="cpu", dtype="float64")
+        assert torch.isfinite(t.pattern).all() and torch.isfinite(t.output).all()
