@@ -137,7 +137,12 @@ def layer_trace(lm: LoadedModel, rec: Recording, part: str | None, layer: int, c
         bias=None if bias is None else to_cpu(bias), model_delta=call.delta,
         **{name: to_cpu(t) for name, t in out.items()},
     )  # fmt: skip
-    if call.delta > MATCH_TOL:
+    if not torch.isfinite(trace.pattern).all() or not torch.isfinite(trace.output).all():
+        raise MhaVizError(
+            f"{lm.name}'s attention in {part} layer {layer} overflowed (values that are not finite numbers); "
+            "nothing is shown rather than NaN"
+        )
+    if not call.delta <= MATCH_TOL:  # also catches a NaN difference
         raise MhaVizError(
             f"mha-viz could not reproduce {lm.name}'s attention in {part} layer {layer} (difference "
             f"{call.delta:.2g}); it is not shown rather than shown wrong"
