@@ -268,3 +268,17 @@ def test_smollm2_offline_decoder_reproduced() -> None:
         t = layer_trace(lm, rec, None, layer, Config())
         assert t.model_delta <= TOL
         assert (t.output - rec.run.calls[("decoder", layer)].wo_out[0]).abs().max().item() <= TOL
+
+
+def test_overflowing_model_is_refused_not_drawn_as_nan() -> None:
+    """A model whose scores overflow float32 gives NaN weights: mha-viz refuses the layer with a message."""
+    model = build("bert")
+    with torch.no_grad():
+        model.encoder.layer[1].attention.self.query.weight.fill_(1e30)
+        model.encoder.layer[1].attention.self.key.weight.fill_(1e30)  # scores ~1e60: inf in float32
+    lm = prepare(model, None, "bert")
+    ids = torch.randint(3, 120, (1, 8), generator=torch.Generator().manual_seed(2))
+    rec = Recording(_labels(ids[0].tolist()), None, run_model(lm, ids))
+    assert torch.isfinite(layer_trace(lm, rec, "encoder", 0, Config()).pattern).all()
+    with pytest.raises(MhaVizError, match=r"overflowed|could not reproduce"):
+        layer_trace(lm, rec, "encoder", 1, Config())

@@ -72,7 +72,13 @@ def _heads_view(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
 
 
 def _same(a: torch.Tensor | None, b: torch.Tensor) -> bool:
-    return a is not None and a.shape == b.shape and bool((a - b).abs().max() <= 1e-6 * (1 + b.abs().max()))
+    """Equal up to float rounding (NaN and infinities in the same places count as equal: an overflowing
+    layer is still found here, and refused when it is traced)."""
+    if a is None or a.shape != b.shape:
+        return False
+    finite = b[torch.isfinite(b)]
+    tol = 1e-6 * (1 + (float(finite.abs().max()) if finite.numel() else 0.0))
+    return bool(torch.allclose(a, b, rtol=0.0, atol=tol, equal_nan=True))
 
 
 def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tuple[Site, ...]:
