@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mha_viz.own import MAX_D_MODEL
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
 EXIT_USAGE = 2
@@ -29,7 +30,29 @@ def _heads_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(p) for p in text.split(",") if p.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--ablate takes head numbers like 0,3, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"--ablate takes head numbers like 0,3, got {text[:40]!r}") from None
+
+
+MAX_SEED = 2**32 - 1
+MAX_HEADS = 256
+
+
+def _int_in(lo: int, hi: int | None, what: str):
+    """An argparse type: an integer from lo to hi (no upper bound when hi is None), else a one-line message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes a whole number, got {text[:40]!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            bound = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
+            shown = text.strip() if len(text.strip()) <= 24 else f"a {len(text.strip())}-digit number"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {shown}")
+        return value
+
+    parse.__name__ = what.lstrip("-")  # argparse names the type in some messages
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,8 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model", default=None, help='bundled MiniLM (default), a Hugging Face id or folder, or "own"')
     t.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
     t.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
-    t.add_argument("--layer", type=int, default=None, help="layer to export (default: all layers)")
-    t.add_argument("--heads", type=int, default=None, help="re-split into N heads (own weights: the head count)")
+    t.add_argument("--layer", type=_int_in(0, None, "--layer"), default=None, help="layer to export (default: all)")
+    t.add_argument(
+        "--heads", type=_int_in(1, MAX_HEADS, "--heads"), default=None,
+        help=f"re-split into N heads, 1 to {MAX_HEADS}, dividing d_model (own weights: the head count)",
+    )  # fmt: skip
     t.add_argument("--wo", choices=("learned", "identity", "random"), default="learned", help="W^O variant")
     t.add_argument("--ablate", type=_heads_list, default=(), help="heads whose W^O block is zeroed, e.g. 0,3")
     t.add_argument("--causal", action="store_true", help="add a causal (look-ahead) mask")
@@ -51,8 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default=None, help="write FILE.npz (without it, print a summary)")
     t.add_argument("--full", action="store_true", help="also store every intermediate and the weights")
     own = t.add_argument_group("own weights (--model own)")
-    own.add_argument("--d-model", type=int, default=512)
-    own.add_argument("--seed", type=int, default=0, help="seed for own weights, random embeddings, random W^O")
+    own.add_argument("--d-model", type=_int_in(1, MAX_D_MODEL, "--d-model"), default=512, help=f"1 to {MAX_D_MODEL}")
+    own.add_argument(
+        "--seed", type=_int_in(0, MAX_SEED, "--seed"), default=0,
+        help=f"seed for own weights, random embeddings, random W^O (0 to {MAX_SEED})",
+    )  # fmt: skip
     own.add_argument("--init", choices=("xavier", "identity"), default="xavier")
     own.add_argument("--bias", action="store_true", help="own xavier weights with (zero) biases")
     own.add_argument("--embeddings", choices=("random", "model"), default="random")

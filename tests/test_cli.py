@@ -17,6 +17,7 @@ from mha_viz.attention import compute_trace
 from mha_viz.edits import ablate_heads, regroup_heads
 from mha_viz.own import init_weights, save_weights
 from mha_viz.pipeline import encode, layer_weights, record
+from mha_viz.trace import AttentionWeights
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = ("x", "q", "k", "v", "scores", "z", "concat", "head_out", "output", "W_Q", "W_K", "W_V", "W_O")
@@ -107,12 +108,76 @@ def test_own_weights_from_file(tmp_path, capsys) -> None:
         (["trace", "--text", "hi", "--part", "cross"], "has no cross-attention"),
         (["trace", "--text", "hi", "--part", "sideways"], "invalid choice"),
         (["trace", "--text", "hi", "--device", "cuda"] if not torch.cuda.is_available() else ["trace"], ""),
+        (["trace", "--text", "hi", "--model", "own", "--seed", str(2**70)], "--seed: must be from 0 to 4294967295"),
+        (["trace", "--text", "hi", "--wo", "random", "--layer", "0", "--seed", str(2**70)], "--seed: must be from 0"),
+        (["trace", "--text", "hi", "--model", "own", "--seed", "-1"], "--seed: must be from 0 to 4294967295"),
+        (["trace", "--text", "hi", "--model", "own", "--seed", "1.5"], "--seed: takes a whole number"),
+        (["trace", "--text", "hi", "--model", "own", "--d-model", "0"], "--d-model: must be from 1 to 2048"),
+        (["trace", "--text", "hi", "--model", "own", "--d-model", "4096"], "--d-model: must be from 1 to 2048"),
+        (["trace", "--text", "hi", "--model", "own", "--d-model", str(10**30)], "got a 31-digit number"),
+        (["trace", "--text", "hi", "--model", "own", "--heads", "0"], "--heads: must be from 1 to 256"),
+        (["trace", "--text", "hi", "--heads", "257", "--layer", "0"], "--heads: must be from 1 to 256"),
+        (["trace", "--text", "hi", "--heads", "-3"], "--heads: must be from 1 to 256"),
+        (["trace", "--text", "hi", "--model", "own", "--d-model", "64", "--heads", "5"], "not divisible"),
+        (["trace", "--text", "hi", "--layer", "-1"], "--layer: must be at least 0"),
+        (["trace", "--text", "hi", "--layer", "9" * 5000], "--layer: takes a whole number"),
     ],
 )
 def test_bad_input_one_line_nonzero(args: list[str], message: str, capsys) -> None:
     code, out, err = run(args, capsys)
     assert code != 0 and out == ""
     assert err.startswith("mha-viz: error: ") and err.count("\n") == 1 and message in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"W_Q": 1e30}, "tensor W_Q has values up to 1e+30; the limit is 10000"),
+        ({"W_O": 1e30}, "tensor W_O has values up to 1e+30; the limit is 10000"),
+        ({"scale": 1e38}, "scale metadata is 1e+38; it must be a number above 0 and at most 10000"),
+    ],
+)
+def test_overflowing_weights_file_is_refused(edit: dict, message: str, tmp_path, capsys) -> None:
+    """Finite but huge weights (or scale) would make every score inf and the pattern NaN: exit 2, one line."""
+    w = init_weights(16, 4, seed=1)
+    tensors = {n: torch.full_like(t, edit[n]) if n in edit else t for n, t in w.tensors().items()}
+    scale = edit.get("scale", w.scale)
+    path = tmp_path / "big.safetensors"
+    path.write_bytes(save_weights(AttentionWeights(**tensors, scale=scale)))
+    out = tmp_path / "o.npz"
+    args = ["trace", "--text", "hello world", "--model", "own", "--weights", str(path), "--out", str(out)]
+    code, stdout, err = run(args, capsys)
+    assert code == 2 and stdout == "" and not out.exists()
+    assert err.startswith("mha-viz: error: ") and err.count("\n") == 1 and message in err, err
+
+
+def test_odd_arguments_never_reach_internal_error(tmp_path, capsys) -> None:
+    """A handful of odd combinations: each is a result or a one-line error, never "internal error"."""
+    folder = tmp_path / "dir.safetensors"
+    folder.mkdir()
+    garbage = tmp_path / "nested.safetensors"
+    header = b"[" * 30_000 + b"]" * 30_000
+    garbage.write_bytes(len(header).to_bytes(8, "little") + header)
+    odd = [
+        ["trace", "--text", "hi", "--model", "own", "--seed", str(2**32 - 1), "--wo", "random", "--positions"],
+        ["trace", "--text", "hi", "--model", "own", "--d-model", "2048", "--heads", "256", "--init", "identity"],
+        ["trace", "--text", "hi", "--model", "own", "--d-model", "1", "--heads", "1", "--no-scale", "--causal"],
+        ["trace", "--text", "hi", "--model", "own", "--weights", str(folder)],
+        ["trace", "--text", "hi", "--model", "own", "--weights", str(garbage)],
+        ["trace", "--text", "hi", "--model", "own", "--ablate", ",,", "--full"],
+        ["trace", "--text", "hi", "--model", "own", "--layer", str(10**30)],
+        ["trace", "--text", "hi", "--layer", str(10**30)],
+        ["trace", "--text", "hi", "--ablate", "9" * 5000],
+        ["trace", "--text", "\x00\x01\u202e", "--layer", "0"],
+        ["trace", "--text", "hi", "--model", "   ", "--layer", "5", "--heads", "384", "--wo", "identity"],
+        ["trace", "--text", "hi", "--out", str(tmp_path / "no" / "dir" / "x.npz"), "--layer", "0"],
+        ["roles", "--text", "hi", "--part", "cross"],
+        ["models", "--all", "extra"],
+    ]
+    for args in odd:
+        code, _, err = run(args, capsys)
+        assert "internal error" not in err and "Traceback" not in err, (args, err)
+        assert code == 0 or (err.startswith("mha-viz: error: ") and err.count("\n") == 1), (args, err)
 
 
 def test_missing_weights_file(capsys, tmp_path) -> None:
