@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.pipeline import encode, traces
+from mha_viz.ui.sidebar import SOURCES
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -261,3 +262,142 @@ def test_encoder_decoder_parts_in_the_app(t5_dir: str) -> None:
     for view in ("Overview", "Step by step", "Where does it look?", "Head count", "W^O", "Ablation"):
         at = run_app(view=view, **t5)
         assert_clean(at)
+
+
+# --- link values that cannot be used, hosted-mode wording, failures around own weights -------------------------
+
+
+def ignored_note(at: AppTest) -> str:
+    """The one "Ignored from the link" warning, with the markdown escapes removed ("" when there is none)."""
+    notes = [w.value.replace("\\", "") for w in at.warning if "Ignored from the link" in w.value]
+    assert len(notes) <= 1, notes
+    return notes[0] if notes else ""
+
+
+def test_out_of_range_layer_in_the_link_is_reported(minilm) -> None:
+    at = run_app(layer="999")
+    assert_clean(at)
+    assert "Ignored from the link: layer=999 (this model has layers 0-5; showing layer 0)" in ignored_note(at)
+    assert at.selectbox(key="layer").value == 0 and len(heatmaps(specs(at)[0])) == 12
+    at.run()  # said once: the value is gone from the link
+    assert ignored_note(at) == "" and "layer" not in at.query_params
+
+
+def test_unknown_view_in_the_link_is_reported(minilm) -> None:
+    at = run_app(view="nonexistent")
+    assert_clean(at)
+    note = ignored_note(at)
+    assert "view=nonexistent" in note and "Heads, Compare heads" in note and "showing Heads" in note
+    assert len(heatmaps(specs(at)[0])) == 12  # the Heads view is what is shown
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"view": "Heads", "head": "99"}, ["head=99 (", "showing head 0"]),
+        ({"view": "Heads", "focus": "notatoken"}, ["focus=notatoken (this text's tokens are [CLS]", "showing it"]),
+        ({"src": "weird"}, ["src=weird (the models are", "Hugging Face, Own weights"]),
+        ({"part": "nonsense", "layer": "-1"}, ["part=nonsense (this model has only encoder", "layer=-1 ("]),
+        ({"src": "Own weights", "own_heads": "0", "d_model": "1e3", "seed": str(2**70)},
+         ["own_heads=0 (must be a whole number from 1 to 256; showing 8)", "d_model=1e3 (", "seed=118059"]),
+        ({"causal": "yes", "device": "tpu", "img": "gif"},
+         ["causal=yes (must be true or false", "device=tpu (", "img=gif"]),
+    ],
+)  # fmt: skip
+def test_unusable_link_values_are_named(params: dict, expected: list[str], minilm) -> None:
+    at = run_app(**params)
+    assert_clean(at)
+    note = ignored_note(at)
+    assert all(part in note for part in expected), note
+    assert specs(at), "the page still shows its figures"
+
+
+def test_valid_link_values_give_no_note(minilm) -> None:
+    at = run_app(view="Heads", head="head 3", focus="animal", layer="2", causal="true", src=SOURCES["bundled"])
+    assert_clean(at)
+    assert ignored_note(at) == ""
+    assert at.selectbox(key="head").value == 3 and at.selectbox(key="focus").value == "animal"
+    assert at.selectbox(key="layer").value == 2
+
+
+def test_unknown_part_of_an_encoder_decoder_model(t5_dir: str) -> None:
+    at = run_app(src="Hugging Face", model_id=t5_dir, target="The animal was tired", part="nonsense")
+    assert_clean(at)
+    note = ignored_note(at)
+    assert "part=nonsense (this model has encoder self-attention, decoder self-attention, cross-attention" in note
+    assert at.sidebar.radio(key="part").value == "encoder"
+
+
+@pytest.mark.parametrize("env", [{"MHA_VIZ_HOSTED": "1"}, {"MHA_VIZ_ALLOWED_MODELS": "gpt2,distilgpt2"}])
+def test_hosted_mode_model_box_lists_what_is_allowed(env: dict, monkeypatch) -> None:
+    from mha_viz.models.sources import allowed_models
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    allowed = allowed_models()
+    assert allowed
+    at = run_app(src="Hugging Face")
+    assert_clean(at)
+    box = at.sidebar.text_input(key="model_id")
+    shown = f"{box.label} {box.placeholder} {box.help} {at.info[0].value}"
+    assert "folder" not in shown.lower() and "/path" not in shown
+    assert all(m in box.help for m in allowed) and box.placeholder.startswith(f"e.g. {allowed[0]}")
+    assert all(m.replace("-", "\\-") in at.info[0].value for m in allowed)
+
+
+def test_local_mode_model_box_mentions_folders(monkeypatch) -> None:
+    monkeypatch.delenv("MHA_VIZ_HOSTED", raising=False)
+    monkeypatch.delenv("MHA_VIZ_ALLOWED_MODELS", raising=False)
+    at = run_app(src="Hugging Face")
+    box = at.sidebar.text_input(key="model_id")
+    assert "folder" in box.label and "/path/to/folder" in box.placeholder
+
+
+def _upload(at: AppTest, data: bytes | None) -> AppTest:
+    files = None if data is None else ("w.safetensors", data, "application/octet-stream")
+    return at.sidebar.file_uploader(key="upload").set_value(files).run()
+
+
+def test_hostile_uploads_are_messages_and_the_page_recovers(minilm) -> None:
+    import torch
+    from safetensors.torch import save
+
+    from mha_viz.own import init_weights
+
+    at = run_app(src="Own weights", d_model="64", own_heads="4")
+    assert_clean(at)
+    nested = b"[" * 30_000 + b"]" * 30_000
+    huge = dict(init_weights(64, 4).tensors(), W_Q=torch.full((4, 64, 16), 1e30))
+    for data, message in (
+        (len(nested).to_bytes(8, "little") + nested, "nested too deeply"),
+        (save(huge), "tensor W_Q has values up to 1e+30; the limit is 10000"),
+        (b"\x80\x04garbage", "not a valid safetensors file"),
+    ):
+        _upload(at, data)
+        assert not at.exception, [e.value for e in at.exception]
+        side = [e.value.replace("\\", "") for e in at.sidebar.error]
+        main = [e.value.replace("\\", "") for e in at.main.error]
+        assert any("No weights to download" in e and message in e for e in side), side
+        assert any(message in e for e in main), main
+        assert not specs(at)  # nothing drawn from a file that was refused
+    _upload(at, None)
+    assert_clean(at)
+    assert len(heatmaps(specs(at)[0])) == 4
+
+
+def test_weights_download_failure_is_a_sidebar_message(monkeypatch, minilm) -> None:
+    import importlib
+
+    sidebar = importlib.import_module("mha_viz.ui.sidebar")  # the module (mha_viz.ui.sidebar is also a function)
+
+    def broken(_config):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(sidebar, "get_weights_file", broken)
+    at = run_app(src="Own weights", d_model="64", own_heads="4")
+    assert not at.exception, [e.value for e in at.exception]
+    (message,) = [e.value.replace("\\", "") for e in at.sidebar.error]
+    assert "Could not build the weights download (RuntimeError)" in message and "reload the page" in message
+    assert not at.main.error and len(heatmaps(specs(at)[0])) == 4  # the page itself keeps working
+    assert not at.get("download_button") or all(b.proto.label != "Download these weights (.safetensors)"
+                                                 for b in at.get("download_button"))  # fmt: skip

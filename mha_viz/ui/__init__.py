@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 
 import streamlit as st
 
+from mha_viz.models.sources import allowed_models
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.context import Ctx
-from mha_viz.ui.sidebar import VIEWS, Controls, layer_control, part_control, sidebar
+from mha_viz.ui.sidebar import (
+    IGNORED,
+    MAX_TEXT_CHARS,
+    VIEWS,
+    Controls,
+    check_choice,
+    check_text,
+    layer_control,
+    part_control,
+    plain,
+    show_ignored,
+    sidebar,
+)
 from mha_viz.ui.views import (
     ablation_view,
     compare_view,
@@ -25,9 +37,10 @@ from mha_viz.ui.views import (
     where_view,
     wo_view,
 )
+from mha_viz.ui.views.wo import WO_MODES
 
+__all__ = ["guarded", "main", "plain"]
 log = logging.getLogger("mha_viz")
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:])")
 VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Heads": heads_view,
     "Compare heads": compare_view,
@@ -41,11 +54,6 @@ VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Step by step": step_view,
     "Overview": overview_view,
 }
-
-
-def plain(text: object) -> str:
-    """Text shown as typed: markdown characters escaped (messages may quote user input)."""
-    return _MARKDOWN.sub(r"\\\1", str(text))
 
 
 def guarded(fn: Callable[[], object]) -> object | None:
@@ -62,8 +70,11 @@ def guarded(fn: Callable[[], object]) -> object | None:
 
 def _context(c: Controls) -> Ctx | None:
     if c.kind == "hub" and not c.config.model:
+        allowed = allowed_models()
         st.info(
             "Enter a Hugging Face model id (e.g. bert-base-uncased, gpt2, t5-small) or a local folder in the sidebar."
+            if allowed is None
+            else plain(f"Enter one of the models this server offers in the sidebar: {', '.join(allowed)}.")
         )
         return None
     name = c.config.model if c.kind == "hub" else "the bundled model"
@@ -82,11 +93,27 @@ def _context(c: Controls) -> Ctx | None:
 
 def main() -> None:
     st.set_page_config(page_title="mha-viz: multi-head attention", layout="wide")
-    c = sidebar()
-    st.subheader("mha-viz · multi-head attention, made visible")
+    st.session_state[IGNORED] = {}  # link values this run could not use, shown once at the top
+    try:
+        c = guarded(sidebar)  # a failing control is a message, never a traceback
+        st.subheader("mha-viz · multi-head attention, made visible")
+        notice = st.container()
+        try:
+            if isinstance(c, Controls):
+                _page(c)
+        finally:
+            show_ignored(notice)
+    finally:
+        st.session_state.pop(IGNORED, None)
+
+
+def _page(c: Controls) -> None:
     ctx = _context(c)
     if ctx is None:
         return
+    check_choice("view", list(VIEWS), VIEWS[0], "the views are")
+    check_choice("wo_mode", list(WO_MODES.values()), next(iter(WO_MODES.values())), "W^O can be")
+    check_text("text_b", MAX_TEXT_CHARS)
     tabs = st.tabs(list(VIEWS), key="view", bind="query-params")
     for name, tab in zip(VIEWS, tabs, strict=True):
         if tab.open:

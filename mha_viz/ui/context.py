@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +13,7 @@ from mha_viz.config import PART_NAMES, Config
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import Base, get_all_patterns, get_trace
 from mha_viz.ui.common import Shown, trace_shown
-from mha_viz.ui.sidebar import Controls
+from mha_viz.ui.sidebar import Controls, note_ignored, summarize, url_value
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,30 @@ class Ctx:
         return get_all_patterns(self.config, text or self.c.text, self.target, self.part)
 
 
+# How choice widgets show their options (and so write them into the URL), where not str(option).
+_URL_LABELS: dict[str, Callable[[object], str]] = {
+    "head": lambda i: f"head {i}",
+    "step_head": lambda j: f"head {j}",
+}
+
+
 def valid_choice(key: str, options: list, default) -> None:
-    """Reset a keyed widget's stored value when it is not among the current options (a value not yet
-    stored, e.g. one the URL will give the widget, is left alone)."""
+    """Reset a keyed widget's stored value when it is not among the current options. A value the URL will
+    give the widget is checked against the options' labels: one that is not among them is reported at the
+    top of the page (and the widget shows ``default``)."""
     if key in st.session_state:
         if st.session_state[key] not in options:
             st.session_state[key] = default
-    elif key not in st.query_params:
+        return
+    value = url_value(key)
+    if value is None:
+        st.session_state[key] = default
+        return
+    label = _URL_LABELS.get(key, str)
+    labels = [label(o) for o in options]
+    if value not in labels:
+        what = "this text's tokens are" if all(isinstance(o, str) for o in options) else "the choices are"
+        note_ignored(key, value, f"{what} {summarize(labels)}; showing {label(default)}")
         st.session_state[key] = default
 
 

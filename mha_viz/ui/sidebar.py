@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import streamlit as st
 
 from mha_viz.attention import available_devices, resolve_device
 from mha_viz.config import DEFAULT_MODEL, EMBEDDINGS, OWN, PART_NAMES, Config
+from mha_viz.models.sources import allowed_models
 from mha_viz.own import INITS, MAX_D_MODEL
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_weights_file
+
+log = logging.getLogger("mha_viz")
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:])")
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 EXAMPLES = (
@@ -36,6 +43,86 @@ VIEWS = (
     "Step by step",
     "Overview",
 )
+
+
+MAX_TEXT_CHARS = 5000
+MAX_SEED = 2**31 - 1
+MAX_OWN_HEADS = 256
+IGNORED = "_url_ignored"  # session_state: {param: "param=value (why; what is used instead)"} for this run
+
+
+def plain(text: object) -> str:
+    """Text shown as typed: markdown characters escaped (messages may quote user input)."""
+    return _MARKDOWN.sub(r"\\\1", str(text))
+
+
+# --- URL values that cannot be used -------------------------------------------------------------------------
+# Streamlit drops a bound widget's URL value silently when it is not a valid choice; we check first and say so
+# (one warning at the top of the page, see mha_viz.ui.main).
+
+
+def url_value(key: str) -> str | None:
+    """The link's value for ``key`` while the widget has not taken a value yet (its first run), else None."""
+    if key in st.session_state or key not in st.query_params:
+        return None
+    return st.query_params[key]
+
+
+def _short(value: str, limit: int = 40) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def note_ignored(key: str, value: str, why: str, drop: bool = True) -> None:
+    """Record that the link's ``key=value`` was not used and why (with what is shown instead); by default
+    also drop it from the URL so the widget falls back to its default and the note is made once."""
+    st.session_state.setdefault(IGNORED, {})[key] = f"{key}={_short(value)} ({why})"
+    if drop and key in st.query_params:
+        del st.query_params[key]
+
+
+def summarize(labels: Sequence[str]) -> str:
+    """A short list of choices: all of them when few, else the first three and the last."""
+    labels = [str(x) for x in labels]
+    return ", ".join(labels) if len(labels) <= 6 else ", ".join([*labels[:3], "…", labels[-1]])
+
+
+def check_choice(key: str, labels: Sequence[str], used: str, what: str = "") -> None:
+    """A choice widget's link value must be one of its (formatted) labels."""
+    value = url_value(key)
+    if value is not None and value not in labels:
+        note_ignored(key, value, f"{what or 'the choices are'} {summarize(labels)}; showing {used}")
+
+
+def check_int(key: str, lo: int, hi: int, used: int) -> None:
+    """A whole-number widget's link value must be a whole number from lo to hi."""
+    value = url_value(key)
+    if value is None:
+        return
+    try:
+        ok = lo <= int(value) <= hi
+    except ValueError:  # not a whole number, or thousands of digits
+        ok = False
+    if not ok:
+        note_ignored(key, value, f"must be a whole number from {lo} to {hi}; showing {used}")
+
+
+def check_bool(key: str, used: bool) -> None:
+    value = url_value(key)
+    if value is not None and value.lower() not in ("true", "false"):
+        note_ignored(key, value, f"must be true or false; showing {str(used).lower()}")
+
+
+def check_text(key: str, max_chars: int) -> None:
+    value = url_value(key)
+    if value is not None and len(value) > max_chars:
+        note_ignored(key, value, f"longer than {max_chars} characters; using its first {max_chars}", drop=False)
+
+
+def show_ignored(slot: object) -> None:
+    """One warning listing this run's link values that were not used (then forgotten)."""
+    notes = st.session_state.pop(IGNORED, None)
+    if notes:
+        slot.warning(plain("Ignored from the link: " + "; ".join(notes.values())))
 
 
 @dataclass(frozen=True)
@@ -70,9 +157,15 @@ def load_seed_example() -> None:
 
 def _own_controls() -> dict:
     st.sidebar.caption("Own weights: one attention layer; X from the bundled tokenizer's tokens.")
+    check_int("d_model", 1, MAX_D_MODEL, 512)
+    check_int("own_heads", 1, MAX_OWN_HEADS, 8)
+    check_int("seed", 0, MAX_SEED, 0)
+    check_choice("init", INITS, INITS[0])
+    check_choice("emb", EMBEDDINGS, EMBEDDINGS[0])
+    check_bool("pos", False)
     d_model = st.sidebar.number_input("d_model", 1, MAX_D_MODEL, 512, key="d_model", bind="query-params")
-    heads = st.sidebar.number_input("Number of heads", 1, 256, 8, key="own_heads", bind="query-params")
-    seed = st.sidebar.number_input("Seed", 0, 2**31 - 1, 0, key="seed", bind="query-params")
+    heads = st.sidebar.number_input("Number of heads", 1, MAX_OWN_HEADS, 8, key="own_heads", bind="query-params")
+    seed = st.sidebar.number_input("Seed", 0, MAX_SEED, 0, key="seed", bind="query-params")
     init = st.sidebar.selectbox(
         "Init",
         INITS,
@@ -107,10 +200,22 @@ def _own_controls() -> dict:
 
 
 def weights_download(config: Config) -> None:
-    """Offer the current own weights as a .safetensors download."""
+    """Offer the current own weights as a .safetensors download; any failure is a sidebar message (the page
+    itself keeps working)."""
     try:
         data = get_weights_file(config)
-    except MhaVizError:  # invalid sizes are reported by the view
+    except MhaVizError as exc:
+        log.info("no weights download: %s", exc)
+        st.sidebar.error(plain(f"No weights to download: {exc}"))
+        return
+    except Exception as exc:
+        log.exception("building the weights download failed")
+        st.sidebar.error(
+            plain(
+                f"Could not build the weights download ({type(exc).__name__}). Try other own-weights settings or "
+                "reload the page; the views still work."
+            )
+        )
         return
     st.sidebar.download_button(
         "Download these weights (.safetensors)",
@@ -121,30 +226,49 @@ def weights_download(config: Config) -> None:
     )
 
 
+def model_box_text() -> tuple[str, str, str]:
+    """(label, placeholder, help) of the model box: in hosted mode, only what this server allows."""
+    allowed = allowed_models()
+    if allowed is not None:
+        return (
+            "Model id",
+            "e.g. " + ", ".join(allowed[:4]),
+            f"This server offers {DEFAULT_MODEL} (the first choice above) and: {', '.join(allowed)}. "
+            "Type one of them and press Enter.",
+        )
+    return (
+        "Model id or folder",
+        "e.g. bert-base-uncased, gpt2, Qwen/Qwen2.5-0.5B, t5-small, /path/to/folder",
+        "Any model whose attention goes through transformers' attention interface: BERT, RoBERTa, GPT-2, "
+        "LLaMA, Mistral, Qwen, Gemma, Phi-3, BART, T5, ... (`python -m mha_viz models` lists them); "
+        "'smollm2' for the optional offline SmolLM2 extra. Press Enter.",
+    )
+
+
 def sidebar() -> Controls:
     sb = st.sidebar
     sb.header("mha-viz")
+    check_choice("src", list(SOURCES.values()), SOURCES["bundled"], "the models are")
+    for key, used in (("causal", False), ("scaled", True), ("hide_special", False)):
+        check_bool(key, used)
+    check_choice("img", ["png", "svg"], "png")
+    check_text("text", MAX_TEXT_CHARS)
     kind = sb.radio("Model", list(SOURCES), format_func=SOURCES.get, key="src", bind="query-params")
     model_id, own = "", {}
     if kind == "hub":
+        label, placeholder, help_text = model_box_text()
+        check_text("model_id", 200)
         model_id = sb.text_input(
-            "Model id or folder",
-            "",
-            key="model_id",
-            bind="query-params",
-            max_chars=200,
-            placeholder="e.g. bert-base-uncased, gpt2, Qwen/Qwen2.5-0.5B, t5-small, /path/to/folder",
-            help="Any model whose attention goes through transformers' attention interface: BERT, RoBERTa, GPT-2, "
-            "LLaMA, Mistral, Qwen, Gemma, Phi-3, BART, T5, ... (`python -m mha_viz models` lists them); "
-            "'smollm2' for the optional offline SmolLM2 extra. Press Enter.",
+            label, "", key="model_id", bind="query-params", max_chars=200, placeholder=placeholder, help=help_text
         ).strip()
     elif kind == "own":
         own = _own_controls()
     layer_slot = sb.container()
     sb.button("Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads")
-    text = sb.text_input("Text (press Enter)", DEFAULT_TEXT, key="text", bind="query-params", max_chars=5000)
+    text = sb.text_input("Text (press Enter)", DEFAULT_TEXT, key="text", bind="query-params", max_chars=MAX_TEXT_CHARS)
     sb.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_use_example, placeholder="pick an example")
     devices = available_devices()
+    check_choice("device", ["auto", *devices], "auto", "this machine offers")
     device = sb.selectbox(
         "Device",
         ["auto", *devices],
@@ -175,11 +299,17 @@ def sidebar() -> Controls:
 
 def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bool) -> tuple[str, str | None]:
     """For encoder-decoder models: the decoder's text and which attention to show (drawn in the layer slot)."""
+    labels = [PART_NAMES[p] for p in parts]
     if not encoder_decoder:
+        value = url_value("part")
+        if value is not None and value != labels[0]:
+            note_ignored("part", value, f"this model has only {labels[0]}")
         return parts[0], None
+    check_choice("part", labels, labels[0], "this model has")
+    check_text("target", MAX_TEXT_CHARS)
     slot = controls.layer_slot
     target = slot.text_input(
-        "Decoder text (press Enter)", DEFAULT_TARGET, key="target", bind="query-params", max_chars=5000,
+        "Decoder text (press Enter)", DEFAULT_TARGET, key="target", bind="query-params", max_chars=MAX_TEXT_CHARS,
         help="The decoder's input (teacher forcing): its start token, then this text's tokens.",
     )  # fmt: skip
     if st.session_state.get("part", parts[0]) not in parts:  # left from another model
@@ -190,6 +320,10 @@ def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bo
 
 def layer_control(controls: Controls, n_layers: int) -> int:
     """The layer picker, drawn in its slot once the model (and so its layer count) is known."""
+    value = url_value("layer")
+    if value is not None and value not in [str(i) for i in range(max(n_layers, 1))]:
+        has = "one layer (0)" if n_layers <= 1 else f"layers 0-{n_layers - 1}"
+        note_ignored("layer", value, f"this model has {has}; showing layer 0")
     if n_layers <= 1:
         return 0
     if st.session_state.get("layer", 0) >= n_layers:
