@@ -226,7 +226,9 @@ def _load_weights(data: bytes) -> AttentionWeights:
     scale = _scale(meta)
     try:
         raw = st_load(data)
-    except Exception as exc:  # safetensors raises its own error types for malformed files
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # safetensors' own errors, or a Rust panic (a BaseException) on a malformed file
         raise MhaVizError(f"could not read the weights file: {exc}".splitlines()[0]) from None
     for name, t in raw.items():  # checked in the stored dtype, before float32 could turn 1e300 into inf
         if not bool(torch.isfinite(t).all()):
@@ -250,7 +252,7 @@ def _scale(meta: dict) -> float | None:
         raise MhaVizError("the file's scale metadata is not a number") from None
     if not (math.isfinite(scale) and 0 < scale <= MAX_SCALE):
         raise MhaVizError(
-            f"the file's scale metadata is {str(meta['scale'])[:20]}; it must be a number above 0 and at most "
+            f"the file's scale metadata is {scale:g}; it must be a number above 0 and at most "
             f"{MAX_SCALE:g} (larger scales overflow the attention scores)"
         )
     return scale

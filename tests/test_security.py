@@ -259,6 +259,8 @@ def _edited(edit) -> bytes:
         (lambda h: h.update(__metadata__={"scale": "1e38"}), "at most"),
         (lambda h: h.update(__metadata__={"scale": "9" * 5000}), "at most"),
         (lambda h: h.update(__metadata__={"scale": "-1"}), "above 0"),
+        (lambda h: h.update(__metadata__={"scale": " 1e38\n"}), "scale metadata is 1e+38;"),  # one line, no echo
+        (lambda h: h.update(__metadata__={"scale": "1\x1b[2J"}), "not a number"),
         (lambda h: h.update(__metadata__={"scale": "two"}), "not a number"),
         (lambda h: h.pop("b_O"), "gap"),  # its bytes are left unclaimed in the file
         (lambda h: h.update({"W_Q\u202e": h.pop("W_Q")}), "unexpected tensor"),
