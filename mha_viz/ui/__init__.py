@@ -7,10 +7,12 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from mha_viz import budget
 from mha_viz.models.sources import allowed_models
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.memo import release_memory
 from mha_viz.ui.sidebar import (
     IGNORED,
     MAX_TEXT_CHARS,
@@ -118,4 +120,14 @@ def _page(c: Controls) -> None:
     for name, tab in zip(VIEWS, tabs, strict=True):
         if tab.open:
             with tab, st.spinner("Computing…"):
-                guarded(lambda name=name: VIEW_FUNCS[name](ctx))
+                guarded(lambda name=name: _run_view(name, ctx))
+    release_memory()
+
+
+def _run_view(name: str, ctx: Ctx) -> None:
+    """A view, after its memory estimate is checked against the request budget."""
+    b = ctx.base
+    sizes = budget.Sizes(len(b.tokens.ids), len(b.key_tokens.ids), b.n_heads, b.n_kv_heads, b.d_head, b.d_model,
+                         b.n_layers)  # fmt: skip
+    budget.check(name, sizes)
+    VIEW_FUNCS[name](ctx)
