@@ -17,7 +17,7 @@ from mha_viz.config import Config
 from mha_viz.edits import divisors
 from mha_viz.own import save_weights
 from mha_viz.pipeline import LoadedModel, Tokens
-from mha_viz.trace import AttentionTrace
+from mha_viz.trace import AttentionTrace, AttentionWeights
 from mha_viz.ui.memo import sized_cache
 
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
@@ -69,11 +69,11 @@ def get_own(config: Config, text: str) -> tuple[Tokens, AttentionTrace]:
 
 
 def get_base(config: Config, text: str, target: str | None, part: str | None, layer: int) -> Base:
-    if config.own:
-        tokens, t = get_own(config.replace(heads=None, wo="learned", ablate=(), head_scale=()), text)
-        h, dh = t.q.shape[0], t.q.shape[-1]
-        return Base(tokens, tokens, "encoder", ("encoder",), 1, h, t.k.shape[0], dh, t.x.shape[1], False, True,
-                    "own weights", True)  # fmt: skip
+    if config.own:  # sizes only: the trace itself waits until the view's budget is checked
+        tokens = pipeline.encode(model_of(config), text)[0]
+        w = get_own_weights(config)
+        return Base(tokens, tokens, "encoder", ("encoder",), 1, w.n_heads, w.n_kv_heads, w.d_head, w.d_model, False,
+                    True, "own weights", True)  # fmt: skip
     lm = model_of(config)
     part = lm.part(part)
     rec = recording_of(config, text, target)
@@ -147,10 +147,16 @@ def get_ablation(config: Config, text: str, target: str | None, plan: tuple) -> 
     return studies.ablation_effect(model_of(config), text, {key: list(hs) for key, hs in plan}, target)
 
 
-@sized_cache(max_entries=8, max_mb=64)
+@sized_cache(max_entries=4, max_mb=160)
+def get_own_weights(config: Config) -> AttentionWeights:
+    """Own weights (made or loaded once per config; at most 4 × 64 MB)."""
+    return pipeline.own_weights(config)
+
+
+@sized_cache(max_entries=8, max_mb=40)
 def get_weights_file(config: Config) -> bytes:
-    """The own weights of ``config`` as .safetensors bytes (for the download button)."""
-    return save_weights(pipeline.own_weights(config))
+    """The own weights of ``config`` as .safetensors bytes (for the download button; at most the upload limit)."""
+    return save_weights(get_own_weights(config))
 
 
 def tokens_of(config: Config, text: str) -> Tokens:

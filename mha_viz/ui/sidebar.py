@@ -202,11 +202,17 @@ def _own_controls() -> dict:
 def weights_download(config: Config) -> None:
     """Offer the current own weights as a .safetensors download; any failure is a sidebar message (the page
     itself keeps working)."""
+    size = 4 * (4 * config.d_model * config.d_model + (4 * config.d_model if config.bias else 0))
+    if not config.weights_file and size > MAX_UPLOAD_BYTES:
+        st.sidebar.caption(
+            f"These weights are {size / 2**20:.0f} MB: the download is offered up to {MAX_UPLOAD_BYTES // 2**20} MB "
+            "(the upload limit). The command line saves any size: python -m mha_viz trace --model own --full ..."
+        )
+        return
     try:
         data = get_weights_file(config)
-    except MhaVizError as exc:
+    except MhaVizError as exc:  # the view says what is wrong with these settings or this file
         log.info("no weights download: %s", exc)
-        st.sidebar.error(plain(f"No weights to download: {exc}"))
         return
     except Exception as exc:
         log.exception("building the weights download failed")
