@@ -39,8 +39,8 @@ def healthy(url: str) -> bool:
 class App:
     """`streamlit run app.py` on a free loopback port, stopped on exit (a context manager)."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
+    def __init__(self, env: dict[str, str] | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = Path(tempfile.mkstemp(prefix="mha-viz-app-", suffix=".log")[1])
         cmd = [

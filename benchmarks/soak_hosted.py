@@ -36,7 +36,6 @@ import json
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -49,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import CHROMIUM, CHROMIUM_ARGS, FIRST_GRID_JS, ROOT, SENTENCE, App, check_chromium, free_port
+from harness import CHROMIUM, CHROMIUM_ARGS, FIRST_GRID_JS, SENTENCE, App, check_chromium
 
 GB = 1024  # MB
 PEAK_GOAL_MB = 2.5 * GB
@@ -182,23 +181,9 @@ class HostedApp(App):
     """harness.App with MHA_VIZ_HOSTED=1, offline, on the chosen loopback port."""
 
     def __init__(self, port: int | None) -> None:
-        import tempfile
-
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = Path(tempfile.mkstemp(prefix="mha-viz-soak-", suffix=".log")[1])
-        cmd = [
-            sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-            "--server.port", str(self.port), "--server.address", "127.0.0.1",
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-        ]  # fmt: skip
-        env = {
-            **os.environ, "MHA_VIZ_HOSTED": "1", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        }  # fmt: skip
-        self.started = time.perf_counter()
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=out)
+        env = {"MHA_VIZ_HOSTED": "1", "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+               "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+        super().__init__(env=env, port=port)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
