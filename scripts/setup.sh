@@ -37,4 +37,7 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-
 if [ "$dev" = 1 ]; then
   "${pip[@]}" -c "$root/constraints.txt" -r "$root/requirements-dev.txt"
 fi
+# The bundled decoder's one-time conversion (GGUF -> safetensors in the cache folder), ahead of time.
+(cd "$root" && "$venv/bin/python" -c "from mha_viz.models.sources import smollm2_dir; smollm2_dir()") \
+  || echo "mha-viz: SmolLM2's conversion did not finish; it will run on first use" >&2
 { echo "$runtime"; [ "$dev" = 1 ] && echo "$devtools"; true; } > "$stampfile"

@@ -411,3 +411,35 @@ def test_large_own_weights_offer_no_oversized_download(minilm) -> None:
     assert any("the download is offered up to 16 MB" in c.value for c in at.sidebar.caption)
     at = run_app(src="Own weights", d_model="64", own_heads="4")
     assert [b for b in at.get("download_button") if "weights" in b.proto.label]
+
+
+def test_bundled_decoder_reads_as_a_decoder() -> None:
+    """SmolLM2, bundled: causal mask on and fixed, first-token hiding instead of [CLS]/[SEP], no seed-000 example,
+    heads labelled with their shared K/V head."""
+    at = run_app(src="SmolLM2-135M (bundled)", view="Heads")
+    assert_clean(at)
+    fixed = at.sidebar.toggle(key="causal_fixed")
+    assert fixed.value is True and fixed.proto.disabled
+    assert at.sidebar.toggle(key="hide_special").label.startswith("Hide the first token")
+    assert not [b for b in at.sidebar.button if "Seed 000" in b.label]
+    spec = specs(at)[0]
+    titles = [a["text"] for a in spec["layout"]["annotations"]]
+    assert titles[0].startswith("head 0 · K/V 0") and titles[3].startswith("head 3 · K/V 1")
+    z = array(heatmaps(spec)[0]["z"])
+    assert np.all(np.triu(z, 1) == 0)  # causal
+    n = z.shape[0]
+    at.sidebar.toggle(key="hide_special").set_value(True).run()
+    assert_clean(at)
+    z2 = array(heatmaps(specs(at)[0])[0]["z"])
+    assert z2.shape == (n - 1, n - 1)  # the first token hidden
+    np.testing.assert_allclose(z2.sum(-1), 1.0, atol=1e-5)  # rows renormalised
+
+
+def test_two_sentences_on_a_decoder_compares_what_can_change() -> None:
+    at = run_app(src="SmolLM2-135M (bundled)", view="Two sentences")
+    assert_clean(at)
+    assert any("Under a causal mask" in i.value for i in at.info)
+    focus = at.selectbox(key="two_focus")
+    assert focus.value == "the last token (each sentence's own)" and "it" not in focus.options
+    change = array(heatmaps(specs(at)[0])[0]["z"])
+    assert change.shape == (30, 9) and change.max() > 0.05  # "tired" vs "wide": the last token's rows differ

@@ -112,7 +112,7 @@ def heads_grid(
     return safe(fig)
 
 
-def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
+def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2, group: int = 1) -> go.Figure:
     """All layers × heads in one heatmap: one tile per head, rows = layers, columns = heads.
 
     Tiles larger than ``tile`` tokens are block-averaged down to about ``tile`` cells (the Heads
@@ -151,7 +151,8 @@ def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2) -> go.Figure:
             showlegend=False,
         )
     )
-    fig.update_xaxes(tickvals=centres_x, ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False)
+    ticks = [f"H{h}" if group == 1 else f"H{h}<br>kv{h // group}" for h in range(n_heads)]  # grouped-query heads
+    fig.update_xaxes(tickvals=centres_x, ticktext=ticks, showgrid=False, zeroline=False)
     fig.update_yaxes(
         tickvals=centres_y,
         ticktext=[f"L{la}" for la in range(n_layers)],

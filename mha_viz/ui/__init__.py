@@ -9,6 +9,7 @@ import streamlit as st
 
 from mha_viz import budget
 from mha_viz.models.sources import allowed_models
+from mha_viz.pipeline import smollm2_dir, smollm2_ready
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.context import Ctx
@@ -21,6 +22,7 @@ from mha_viz.ui.sidebar import (
     check_choice,
     check_text,
     layer_control,
+    mask_controls,
     part_control,
     plain,
     show_ignored,
@@ -80,10 +82,15 @@ def _context(c: Controls) -> Ctx | None:
         )
         return None
     name = c.config.model if c.kind == "hub" else "the bundled model"
+    if c.kind == "smollm2" and not smollm2_ready():
+        bar = st.progress(0.0, text="Preparing the bundled SmolLM2 (once)")
+        guarded(lambda: smollm2_dir(lambda f, what: bar.progress(f, text=what)))
+        bar.empty()
     with st.spinner(f"Loading {name}…"):
         lm = guarded(lambda: model_of(c.config))
     if lm is None:
         return None
+    c = mask_controls(c, decoder=not c.config.own and lm.causal)
     part, target = ("encoder", None) if c.config.own else part_control(c, lm.parts, lm.encoder_decoder)
     layer = layer_control(c, 1 if c.config.own else lm.n_layers(part))
     with st.spinner("Computing…"):

@@ -49,8 +49,26 @@ class Ctx:
         config = dataclasses.replace(self.config, **edits) if edits else self.config
         return get_trace(config, self.c.text, self.target, self.part, self.layer if layer is None else layer)
 
+    @property
+    def hidden(self) -> tuple[bool, ...]:
+        """Query-side tokens that "hide" removes: [CLS]/[SEP]-like special tokens, or a decoder's first token."""
+        if self.base.causal and self.part != "cross":
+            return tuple(i == 0 for i in range(len(self.base.tokens.ids)))
+        return self.special
+
+    @property
+    def key_hidden(self) -> tuple[bool, ...]:
+        if self.base.causal and self.part != "cross":
+            return tuple(i == 0 for i in range(len(self.base.key_tokens.ids)))
+        return self.key_special
+
+    def hiding_not_applied(self, why: str) -> None:
+        """Say so when "hide" is on but this view shows every token (and why)."""
+        if self.c.hide_special:
+            st.caption(f"Hiding tokens does not apply here: {why}")
+
     def shown(self, trace: AttentionTrace) -> Shown:
-        return trace_shown(trace, self.special, self.c.hide_special, self.key_special)
+        return trace_shown(trace, self.hidden, self.c.hide_special, self.key_hidden)
 
     def patterns(self, text: str | None = None) -> np.ndarray:
         """Every layer's pattern for ``text`` (the sidebar's by default). Shapes: [L, H, n_q, n_k]."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
@@ -27,7 +28,16 @@ EXAMPLES = (
     "The cat sat on the mat and the cat slept",
     "She gave him the book because he had asked for it",
 )
-SOURCES = {"bundled": f"{DEFAULT_MODEL} (bundled)", "hub": "Hugging Face", "own": "Own weights"}  # labels go in URLs
+SOURCES = {  # labels go in URLs
+    "bundled": f"{DEFAULT_MODEL} (bundled)",
+    "smollm2": "SmolLM2-135M (bundled)",
+    "hub": "Hugging Face",
+    "own": "Own weights",
+}
+SOURCE_NOTES = {
+    "bundled": "Encoder (BERT): 6 layers × 12 heads, d_model 384, offline.",
+    "smollm2": "Decoder (LLaMA): 30 layers × 9 query heads sharing 3 K/V heads, rotary positions, d_model 576.",
+}
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 VIEWS = (
@@ -128,13 +138,14 @@ def show_ignored(slot: object) -> None:
 @dataclass(frozen=True)
 class Controls:
     config: Config
-    kind: str  # "bundled" | "hub" | "own"
+    kind: str  # "bundled" | "smollm2" | "hub" | "own"
     text: str
     layer_slot: object  # sidebar container where the layer picker goes once the model is known
     causal: bool
     scaled: bool
     hide_special: bool
     image_format: str
+    mask_slot: object = None  # sidebar container for the mask toggles (see mask_controls)
 
 
 def _use_example() -> None:
@@ -261,6 +272,8 @@ def sidebar() -> Controls:
     check_text("text", MAX_TEXT_CHARS)
     kind = sb.radio("Model", list(SOURCES), format_func=SOURCES.get, key="src", bind="query-params")
     model_id, own = "", {}
+    if kind in SOURCE_NOTES:
+        sb.caption(SOURCE_NOTES[kind])
     if kind == "hub":
         label, placeholder, help_text = model_box_text()
         check_text("model_id", 200)
@@ -270,7 +283,6 @@ def sidebar() -> Controls:
     elif kind == "own":
         own = _own_controls()
     layer_slot = sb.container()
-    sb.button("Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads")
     text = sb.text_input("Text (press Enter)", DEFAULT_TEXT, key="text", bind="query-params", max_chars=MAX_TEXT_CHARS)
     sb.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_use_example, placeholder="pick an example")
     devices = available_devices()
@@ -284,23 +296,41 @@ def sidebar() -> Controls:
     )
     if "cuda" not in devices:
         sb.caption("No CUDA GPU on this machine: computing on the CPU.")
-    causal = sb.toggle(
-        "Causal mask",
-        False,
-        key="causal",
-        bind="query-params",
-        help="Token t sees only tokens ≤ t (decoders always have it).",
-    )
+    mask_slot = sb.container()  # the mask toggles and the example: drawn once the model is known
     scaled = sb.toggle(
         "Scale scores by 1/√d_k", True, key="scaled", bind="query-params", help="Turn off to see the softmax saturate."
     )
-    hide = sb.toggle("Hide special tokens ([CLS], [SEP])", False, key="hide_special", bind="query-params")
     fmt = sb.radio("Figure download format", ["png", "svg"], horizontal=True, key="img", bind="query-params")
-    model = OWN if kind == "own" else (model_id if kind == "hub" else "")
-    config = Config(model=model, device=str(resolve_device(device)), causal=bool(causal), scaled=bool(scaled), **own)
+    model = {"own": OWN, "hub": model_id, "smollm2": "smollm2"}.get(kind, "")
+    config = Config(model=model, device=str(resolve_device(device)), scaled=bool(scaled), **own)
     if kind == "own":
         weights_download(config)
-    return Controls(config, kind, text, layer_slot, bool(causal), bool(scaled), bool(hide), fmt)
+    return Controls(config, kind, text, layer_slot, False, bool(scaled), False, fmt, mask_slot)
+
+
+def mask_controls(controls: Controls, decoder: bool) -> Controls:
+    """The causal mask and token hiding, as the model allows (drawn once it is loaded): a decoder's causal mask
+    is part of the model, so it is shown on and fixed; decoders hide their first token instead of [CLS]/[SEP]."""
+    slot = controls.mask_slot
+    if decoder:
+        slot.toggle(
+            "Causal mask (part of this decoder)", True, key="causal_fixed", disabled=True,
+            help="This model is a decoder: token t only ever sees tokens ≤ t, so the mask cannot be turned off.",
+        )  # fmt: skip
+        causal = True
+        hide = slot.toggle(
+            "Hide the first token (attention sink)", False, key="hide_special", bind="query-params",
+            help="Decoders park much of their attention on the first token. Hiding it drops that column and "
+            "renormalises each row to sum to 1 over the remaining tokens.",
+        )  # fmt: skip
+    else:
+        causal = slot.toggle(
+            "Causal mask", False, key="causal", bind="query-params", help="Token t sees only tokens ≤ t."
+        )
+        hide = slot.toggle("Hide special tokens ([CLS], [SEP])", False, key="hide_special", bind="query-params")
+        slot.button("Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads")
+    config = controls.config.replace(causal=bool(causal) and not decoder)
+    return dataclasses.replace(controls, config=config, causal=bool(causal), hide_special=bool(hide))
 
 
 def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bool) -> tuple[str, str | None]:

@@ -59,7 +59,10 @@ def heads_view(ctx: Ctx) -> None:
             [p for p, s in zip(pieces, ctx.special, strict=True) if s],
         )
         titles = [f"head {i} · {label}" for i, label in enumerate(roles["label"])]
-    fig = cached_figure("heads_grid", sh.pattern, tuple(sh.labels), tuple(titles), 4, True, tuple(sh.key_labels))
+    if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."
+        titles = [tt.replace(f"head {i}", f"head {i} · K/V {i // t.group}", 1) for i, tt in enumerate(titles)]
+    cols = t.group if 1 < t.group <= 6 else 4  # one row per K/V group where that fits
+    fig = cached_figure("heads_grid", sh.pattern, tuple(sh.labels), tuple(titles), cols, True, tuple(sh.key_labels))
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
     _head_and_focus(ctx, sh)

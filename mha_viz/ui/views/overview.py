@@ -23,8 +23,8 @@ def overview_view(ctx: Ctx) -> None:
     patterns = ctx.patterns()  # [L, H, n_q, n_k]
     L, H, n, nk = patterns.shape
     b = ctx.base
-    sh = shown(patterns.reshape(L * H, n, nk), b.tokens.labels, ctx.special, ctx.c.hide_special,
-               b.key_tokens.labels, ctx.key_special)  # fmt: skip
+    sh = shown(patterns.reshape(L * H, n, nk), b.tokens.labels, ctx.hidden, ctx.c.hide_special,
+               b.key_tokens.labels, ctx.key_hidden)  # fmt: skip
     m, mk = len(sh.labels), len(sh.key_labels)
     st.caption(
         f"{ctx.base.model_name}: every layer (rows) × head (columns), {m} tokens each. Click a tile to "
@@ -32,7 +32,11 @@ def overview_view(ctx: Ctx) -> None:
     )
     if sh.note:
         st.info(sh.note)
-    plot(overview(sh.pattern.reshape(L, H, m, mk)), "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
+    group = max(1, b.n_heads // max(1, b.n_kv_heads))
+    if group > 1:
+        st.caption(f"Grouped-query attention: columns labelled kv0, kv1, … share one key/value head ({group} each).")
+    fig = overview(sh.pattern.reshape(L, H, m, mk), group=group)
+    plot(fig, "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
     downloads(
         "overview",
         npz={

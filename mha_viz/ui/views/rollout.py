@@ -14,6 +14,7 @@ from mha_viz.ui.context import Ctx, needs_pretrained
 def rollout_view(ctx: Ctx) -> None:
     if needs_pretrained(ctx):
         return
+    ctx.hiding_not_applied("rollout multiplies whole attention matrices through the layers, so every token stays in.")
     p = ctx.patterns()
     roll = rollout(p)  # [L, n, n]
     labels = ctx.base.tokens.labels

@@ -11,6 +11,7 @@ from mha_viz.ui.context import Ctx, valid_choice
 
 
 def step_view(ctx: Ctx) -> None:
+    ctx.hiding_not_applied("every step shows the matrices exactly as the model computes them.")
     t = ctx.trace()
     h, n, dk = t.q.shape
     nk = t.k.shape[1]

@@ -12,11 +12,13 @@ from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, needs_pretrained, valid_choice
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
+LAST = "the last token (each sentence's own)"
 
 
 def two_view(ctx: Ctx) -> None:
     if needs_pretrained(ctx):
         return
+    ctx.hiding_not_applied("the change is measured on the model's own weights, over every token.")
     text_b = st.text_input(
         "Second sentence (press Enter)", SECOND_TEXT, key="text_b", bind="query-params", max_chars=5000
     )
@@ -27,9 +29,22 @@ def two_view(ctx: Ctx) -> None:
         st.warning("The two sentences share no tokens to compare.")
         return
     shared = [ctx.base.tokens.labels[i] for i, _ in pairs]
-    valid_choice("two_focus", shared, "it" if "it" in shared else shared[0])
-    focus = st.selectbox("Focus token (in both sentences)", shared, key="two_focus", bind="query-params")
-    qa, qb = pairs[shared.index(focus)]
+    choices = {label: pair for label, pair in zip(shared, pairs, strict=True)}
+    if ctx.base.causal:
+        same = 0  # tokens before the first difference see the same prefix in both sentences
+        while same < len(pairs) and pairs[same] == (same, same):
+            same += 1
+        st.info(
+            "Under a causal mask a token sees only what comes before it, so a shared token before the first change "
+            f"(here the first {same} tokens, up to “{a[same - 1] if same else '–'}”) attends exactly the same way in "
+            "both sentences. The comparison that can differ is at or after the changed word: by default the last "
+            "token of each sentence (the one that predicts what comes next)."
+        )
+        choices = {LAST: (len(a) - 1, len(b) - 1), **{lb: p for lb, p in choices.items() if p[0] >= same}}
+    options = list(choices)
+    valid_choice("two_focus", options, options[0] if ctx.base.causal or "it" not in options else "it")
+    focus = st.selectbox("Focus token (in both sentences)", options, key="two_focus", bind="query-params")
+    qa, qb = choices[focus]
     pa, pb = ctx.patterns(), ctx.patterns(text_b)  # [L, H, na, na], [L, H, nb, nb]
     L, H = pa.shape[:2]
     shift = [focus_shift(pa[la], pb[la], qa, qb, pairs) for la in range(L)]

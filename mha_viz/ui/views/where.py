@@ -16,6 +16,7 @@ def _open_head(layer: int, head: int) -> None:
 def where_view(ctx: Ctx) -> None:
     if needs_pretrained(ctx, self_attention=False):
         return
+    ctx.hiding_not_applied("the weights ranked are the model's own, over every token.")
     labels, key_labels = list(ctx.base.tokens.labels), list(ctx.base.key_tokens.labels)
     c1, c2 = st.columns(2)
     valid_choice("where_q", labels, "it" if "it" in labels else labels[0])
