@@ -131,11 +131,16 @@ def layer_trace(lm: LoadedModel, rec: Recording, part: str | None, layer: int, c
         bias = None if call.bias is None else put(call.bias[0])  # [h|1, q, k]
         out = attend(q, k, v, put(w_o), put(b_o), scale=scale, softcap=call.softcap, bias=bias, allowed=put(allowed))
     x = call.x[0] if call.x is not None else torch.empty(q.shape[1], 0)
+
+    def heads(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:  # [pos, n*dh] -> [n, pos, dh]
+        return None if t is None else t[0].reshape(like.shape[1], like.shape[0], -1).transpose(0, 1).contiguous()
+
     trace = AttentionTrace(
         tokens=qt.labels, key_tokens=kt.labels, part=part, x=x.to(dt), q=to_cpu(q), k=to_cpu(k), v=to_cpu(v),
         W_O=to_cpu(put(w_o)), b_O=None if b_o is None else to_cpu(put(b_o)), scale=scale,
         causal=causal or (config.causal and part != "cross"), softcap=call.softcap,
         bias=None if bias is None else to_cpu(bias), model_delta=call.delta,
+        q_pre=heads(call.q_pre, call.q[0]), k_pre=heads(call.k_pre, call.k[0]),
         **{name: to_cpu(t) for name, t in out.items()},
     )  # fmt: skip
     if not torch.isfinite(trace.pattern).all() or not torch.isfinite(trace.output).all():

@@ -191,6 +191,8 @@ class AttentionTrace:
     softcap: float | None = None
     bias: torch.Tensor | None = None
     model_delta: float | None = None  # max |pattern - the model's own weights| (None: not from a model)
+    q_pre: torch.Tensor | None = None  # [n_heads, q_pos, d_head]: X · W_Q before rotary embeddings (when recorded)
+    k_pre: torch.Tensor | None = None  # [n_kv_heads, k_pos, d_head]: X · W_K before rotary embeddings
 
     def __post_init__(self) -> None:
         if not self.key_tokens:

@@ -443,3 +443,12 @@ def test_two_sentences_on_a_decoder_compares_what_can_change() -> None:
     assert focus.value == "the last token (each sentence's own)" and "it" not in focus.options
     change = array(heatmaps(specs(at)[0])[0]["z"])
     assert change.shape == (30, 9) and change.max() > 0.05  # "tired" vs "wide": the last token's rows differ
+
+
+def test_step_by_step_shows_the_rotary_step() -> None:
+    at = run_app(src="SmolLM2-135M (bundled)", view="Step by step")
+    assert_clean(at)
+    titles = [s["layout"]["title"]["text"] for s in specs(at)]
+    assert any(t.startswith("2. Q_0 = X · W_Q[0], before rotation") for t in titles), titles
+    assert any(t.startswith("2. K_0 = X · W_K[0], before rotation") for t in titles)
+    assert any(t.startswith("2. Q_0 rotated (rotary positions)") for t in titles)

@@ -278,3 +278,21 @@ def test_overflowing_model_is_refused_not_drawn_as_nan() -> None:
     assert torch.isfinite(layer_trace(lm, rec, "encoder", 0, Config()).pattern).all()
     with pytest.raises(MhaVizError, match=r"overflowed|could not reproduce"):
         layer_trace(lm, rec, "encoder", 1, Config())
+
+
+def test_rotary_layers_record_q_and_k_before_rotation() -> None:
+    """LLaMA-style layers: Q and K before rotary embeddings are X · W_Q and X · W_K; rotation keeps lengths."""
+    lm = prepare(build("llama"), None, "llama")
+    ids = torch.randint(3, 120, (1, 10), generator=torch.Generator().manual_seed(4))
+    rec = Recording(_labels(ids[0].tolist()), None, run_model(lm, ids))
+    t = layer_trace(lm, rec, "decoder", 1, Config())
+    assert lm.site("decoder", 1).pre_rotary and t.q_pre is not None and t.k_pre is not None
+    attn = lm.model.model.layers[1].self_attn
+    with torch.no_grad():
+        q_pre = attn.q_proj(t.x).view(10, 4, 16).transpose(0, 1)  # [h, pos, dh]
+    torch.testing.assert_close(t.q_pre, q_pre, atol=1e-6, rtol=0)
+    torch.testing.assert_close(t.q_pre.norm(dim=-1), t.q.norm(dim=-1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(t.k_pre.norm(dim=-1), t.k.norm(dim=-1), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(t.q_pre[:, 1:], t.q[:, 1:])  # position 0 is not rotated; the others are
+    qk_norm = prepare(build("qwen3"), None, "qwen3")  # QK-norm changes lengths: no "before rotation" claimed
+    assert not qk_norm.site("decoder", 0).pre_rotary

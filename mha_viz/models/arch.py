@@ -32,6 +32,7 @@ class Site:
     wo: str  # the W^O module
     qkv: tuple[str, ...]  # plain-linear Q, K, V modules (one name when fused as Q|K|V); () when not plain
     causal: bool
+    pre_rotary: tuple[str, ...] = ()  # (q, k) projections that the model rotates afterwards (rotary, no QK-norm)
 
 
 def is_linear(module: torch.nn.Module) -> bool:
@@ -111,7 +112,8 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
             raise MhaVizError(f"could not find the output projection (W^O) of {name}; this model is not supported")
         layer = counts.get(part, 0)
         counts[part] = layer + 1
-        sites.append(Site(name, part, layer, wo, _plain_qkv(call, seen) if part != "cross" else (), causal))
+        plain = _plain_qkv(call, seen) if part != "cross" else ()
+        sites.append(Site(name, part, layer, wo, plain, causal, () if plain else _pre_rotary(call, seen)))
     return tuple(sites)
 
 
@@ -128,6 +130,29 @@ def _plain_qkv(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -
             if all(_same(_heads_view(a, t), t) for a, t in ((yq, call.q), (yk, call.k), (yv, call.v))):
                 return (name,)
     return tuple(found[k] for k in "qkv") if len(found) == 3 else ()
+
+
+def _norms(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
+    view = _heads_view(y, like)
+    return None if view is None else view.norm(dim=-1)  # [b, heads, pos]
+
+
+def _pre_rotary(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -> tuple[str, ...]:
+    """The query and key projections that the model then only rotates: a rotation keeps every head's vector
+    length at every position, so their outputs have q's and k's norms but not their values. () when none
+    (QK-norm changes the lengths; fused projections are not split here)."""
+    found: dict[str, str] = {}
+    for name, _, y in seen:
+        for key, target in (("q", call.q), ("k", call.k)):
+            norms = _norms(y, target)
+            if (
+                key not in found
+                and norms is not None
+                and _same(norms, target.norm(dim=-1))
+                and not _same(_heads_view(y, target), target)
+            ):
+                found[key] = name
+    return (found["q"], found["k"]) if len(found) == 2 else ()
 
 
 def plain_weights(model: torch.nn.Module, site: Site, n_heads: int, n_kv: int, scale: float) -> AttentionWeights:

@@ -55,6 +55,8 @@ class Call:
     x: torch.Tensor | None = None
     x_kv: torch.Tensor | None = None
     wo_out: torch.Tensor | None = None
+    q_pre: torch.Tensor | None = None  # [b, q_pos, h*dh]: the query projection before rotary embeddings
+    k_pre: torch.Tensor | None = None  # [b, k_pos, kv*dh]: the key projection before rotary embeddings
 
 
 @dataclass(eq=False)
@@ -67,6 +69,7 @@ class Recorder:
     keep: bool = True  # False: only ablate, record nothing (whole-model runs)
     calls: list[Call] = field(default_factory=list)
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
+    pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
     last: dict[int, Call] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -181,6 +184,8 @@ def _record(
         call.delta = float(diff.max()) if diff.numel() else 0.0
     x, x_kv = rec.pending.pop(id(module), (None, None))
     call.x, call.x_kv = x, x_kv
+    call.q_pre = rec.pending_pre.pop((id(module), "q"), None)
+    call.k_pre = rec.pending_pre.pop((id(module), "k"), None)
     return call
 
 
@@ -195,6 +200,18 @@ def input_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         x_kv = kwargs.get("encoder_hidden_states")
     if isinstance(x, torch.Tensor):
         rec.pending[id(module)] = (_cpu(x), None if not isinstance(x_kv, torch.Tensor) else _cpu(x_kv))
+
+
+def projection_hook(attn_module: torch.nn.Module, which: str) -> Callable:
+    """A forward hook for a query or key projection whose output the model rotates afterwards: the output
+    before rotary embeddings, filed with the next call of ``attn_module``."""
+
+    def hook(_mod: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
+        rec = _ACTIVE.get()
+        if rec is not None and rec.keep and isinstance(output, torch.Tensor):
+            rec.pending_pre[(id(attn_module), which)] = _cpu(output)
+
+    return hook
 
 
 def output_hook(attn_module: torch.nn.Module) -> Callable:

@@ -39,10 +39,17 @@ def step_view(ctx: Ctx) -> None:
     steps = []
     if t.x.shape[1]:
         steps.append(("1. X (one row per token)", t.x.numpy(), None, "X", True, f"[{n} × {t.x.shape[1]}]"))
+    if t.q_pre is not None and t.k_pre is not None:  # rotary embeddings: Q and K before and after rotation
+        steps += [
+            (f"2. Q_{i} = X · W_Q[{i}], before rotation", t.q_pre[i].numpy(), None, "Q", True, f"[{n} × {dk}]"),
+            (f"2. K_{g} = X · W_K[{g}], before rotation{shared}", t.k_pre[g].numpy(), None, "K", True,
+             f"[{nk} × {dk}]"),
+        ]  # fmt: skip
+    rotated = " rotated (rotary positions)" if t.q_pre is not None else " as used"
     steps += [
-        (f"2. Q_{i}" + (f" = X · W_Q[{i}]" if plain else " as used"), t.q[i].numpy(), None, "Q", True, f"[{n} × {dk}]"),
+        (f"2. Q_{i}" + (f" = X · W_Q[{i}]" if plain else rotated), t.q[i].numpy(), None, "Q", True, f"[{n} × {dk}]"),
         (
-            f"2. K_{g}" + (f" = X · W_K[{g}]" if plain else " as used") + shared,
+            f"2. K_{g}" + (f" = X · W_K[{g}]" if plain else rotated) + shared,
             t.k[g].numpy(),
             None,
             "K",
