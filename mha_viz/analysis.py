@@ -9,6 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 EPS = 1e-12
+_ROLE_NAMES = ("BROAD_THRESHOLD", "ROLE_RULES", "ROLE_THRESHOLD", "head_roles", "is_punctuation")
+
+
+def __getattr__(name: str) -> object:
+    """The head roles moved to mha_viz.roles; the old names still import from here."""
+    if name in _ROLE_NAMES:
+        from mha_viz import roles
+
+        return getattr(roles, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def row_entropy(pattern: np.ndarray) -> np.ndarray:
@@ -130,69 +140,6 @@ def contribution_norms(z: np.ndarray, w_o: np.ndarray) -> np.ndarray:
     the whole [h, n, d_model] array). Shapes: z [h, n, dh], w_o [h, dh, d] -> [h, n]."""
     z, w_o = np.asarray(z, dtype=np.float32), np.asarray(w_o, dtype=np.float32)
     return np.stack([np.linalg.norm(z[i] @ w_o[i], axis=-1) for i in range(z.shape[0])]).astype(np.float64)
-
-
-# --- head roles (Clark et al. 2019, Voita et al. 2019) ----------------------------------------
-ROLE_THRESHOLD = 0.5  # a positional/sink role needs more than half of the attention on average
-BROAD_THRESHOLD = 0.8  # "broad": mean row entropy above 80% of the uniform entropy ln(n)
-ROLE_RULES = (
-    f"previous token: prev > {ROLE_THRESHOLD}; next token: next > {ROLE_THRESHOLD}; self: self > {ROLE_THRESHOLD}; "
-    f"<token> sink: special > {ROLE_THRESHOLD} (named after the special token that gets most); "
-    f"punctuation: punct > {ROLE_THRESHOLD}; broad: entropy > {BROAD_THRESHOLD} × ln(n); otherwise mixed "
-    "(first rule that holds wins)"
-)
-
-
-def is_punctuation(piece: str) -> bool:
-    """Whether a token's text is punctuation only (word-piece "##" markers ignored)."""
-    import unicodedata
-
-    text = piece[2:] if piece.startswith("##") and len(piece) > 2 else piece
-    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
-
-
-def head_roles(
-    pattern: np.ndarray, special: np.ndarray, punct: np.ndarray, special_names: list[str] | None = None
-) -> dict[str, np.ndarray]:
-    """Role scores per head, and a label from them.
-
-    prev = mean over i >= 1 of p_i[i-1]; next = mean over i <= n-2 of p_i[i+1]; self = mean of p_i[i];
-    special / punct = mean total weight on special / punctuation-only tokens; entropy = mean row entropy
-    (nats). Shapes: pattern [h, n, n]; special, punct [n] bool -> each score [h] and labels [h] (str).
-    """
-    p = np.asarray(pattern, dtype=np.float64)
-    h, n, _ = p.shape
-    sp = np.asarray(special, dtype=bool)
-    pu = np.asarray(punct, dtype=bool)
-    diag = np.diagonal(p, axis1=1, axis2=2)  # [h, n]
-    scores = {
-        "prev": np.diagonal(p, offset=-1, axis1=1, axis2=2).mean(-1) if n > 1 else np.zeros(h),
-        "next": np.diagonal(p, offset=1, axis1=1, axis2=2).mean(-1) if n > 1 else np.zeros(h),
-        "self": diag.mean(-1),
-        "special": p[:, :, sp].sum(-1).mean(-1),
-        "punct": p[:, :, pu].sum(-1).mean(-1),
-        "entropy": row_entropy(p).mean(-1),
-    }
-    names = list(special_names) if special_names else ["special"] * int(sp.sum())  # one per special token
-    per_special = p[:, :, sp].sum(1)  # [h, n_special]: weight each special token receives
-    labels = []
-    for i in range(h):
-        if scores["prev"][i] > ROLE_THRESHOLD:
-            labels.append("previous token")
-        elif scores["next"][i] > ROLE_THRESHOLD:
-            labels.append("next token")
-        elif scores["self"][i] > ROLE_THRESHOLD:
-            labels.append("self")
-        elif scores["special"][i] > ROLE_THRESHOLD:
-            labels.append(f"{names[int(per_special[i].argmax())]} sink")
-        elif scores["punct"][i] > ROLE_THRESHOLD:
-            labels.append("punctuation")
-        elif n > 1 and scores["entropy"][i] > BROAD_THRESHOLD * np.log(n):
-            labels.append("broad")
-        else:
-            labels.append("mixed")
-    scores["label"] = np.asarray(labels, dtype=object)
-    return scores
 
 
 def rollout(patterns: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from mha_viz import budget
-from mha_viz.analysis import head_roles, head_stats, is_punctuation
+from mha_viz.analysis import head_stats
 from mha_viz.attention import compute_trace
 from mha_viz.config import Config
 from mha_viz.edits import apply_wo, regroup_heads
@@ -17,6 +17,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, readable
 from mha_viz.pipeline import Recording, encode, layer_trace, sizes
+from mha_viz.roles import SCORE_KEYS, head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace, AttentionWeights
 
 
@@ -79,7 +80,7 @@ def all_patterns(lm: LoadedModel, rec: Recording, part: str | None, config: Conf
 
 
 def roles_table(tokens: Tokens, patterns: np.ndarray) -> list[dict]:
-    """One row per (layer, head): the role scores of analysis.head_roles and the label.
+    """One row per (layer, head): the role scores of roles.head_roles (SCORE_KEYS) and the label.
 
     Shapes: patterns [n_layers, n_heads, pos, pos].
     """
@@ -88,10 +89,10 @@ def roles_table(tokens: Tokens, patterns: np.ndarray) -> list[dict]:
     names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
     rows = []
     for layer, pattern in enumerate(patterns):
-        r = head_roles(pattern, special, punct, names)
+        r = head_roles(pattern, special, punct, names, tokens.ids)
         for head in range(pattern.shape[0]):
             row = {"layer": layer, "head": head}
-            row.update({k: float(r[k][head]) for k in ("prev", "next", "self", "special", "punct", "entropy")})
+            row.update({k: float(r[k][head]) for k in SCORE_KEYS})
             row["label"] = str(r["label"][head])
             rows.append(row)
     return rows

@@ -78,7 +78,7 @@ def test_controls_change_the_figures(minilm) -> None:
     ("view", "n_charts"),
     [
         ("Compare heads", 5),
-        ("Head roles", 0),
+        ("Head roles", 1),
         ("Where does it look?", 1),
         ("Two sentences", 2),
         ("Head count", 2),
@@ -206,6 +206,14 @@ def test_roles_table_and_where_ranking(minilm) -> None:
     assert_clean(at)
     table = at.dataframe[0].value
     assert len(table) == 72 and list(table.columns)[:3] == ["layer", "head", "label"]
+    (role_map,) = specs(at)  # layer × head map coloured by label, one clickable marker per head
+    assert array(heatmaps(role_map)[0]["z"]).shape == (6, 12)
+    cells = [t for t in role_map["data"] if t["type"] == "scatter"]
+    assert sorted(t["meta"] for t in cells) == sorted(set(table["label"]))
+    found = np.concatenate([array(t["customdata"]).reshape(-1, 2 + 10)[:, :2] for t in cells])
+    assert sorted(map(tuple, found.astype(int).tolist())) == [(la, h) for la in range(6) for h in range(12)]
+    tick = role_map["data"][0]["colorbar"]["ticktext"]
+    assert any(t.startswith("previous token (") for t in tick)
     at = run_app(view="Where does it look?")
     z = array(heatmaps(specs(at)[0])[0]["z"])  # [layers, heads]: "it" → "animal"
     _, _, found = traces(Config(), SENTENCE, lm=minilm)
@@ -452,3 +460,20 @@ def test_step_by_step_shows_the_rotary_step() -> None:
     assert any(t.startswith("2. Q_0 = X · W_Q[0], before rotation") for t in titles), titles
     assert any(t.startswith("2. K_0 = X · W_K[0], before rotation") for t in titles)
     assert any(t.startswith("2. Q_0 rotated (rotary positions)") for t in titles)
+
+
+def test_roles_map_click_opens_the_head(monkeypatch) -> None:
+    """A click on the role map's cell (customdata layer, head, scores...) opens that head in the Heads view."""
+    from types import SimpleNamespace
+
+    import mha_viz.ui.context as context
+    import mha_viz.ui.views.roles as roles
+
+    state = {
+        "roles_map": SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": {"0": 4, "1": 7, "2": 0.5}}]))
+    }
+    fake = SimpleNamespace(session_state=state)
+    monkeypatch.setattr(context, "st", fake)
+    monkeypatch.setattr(roles, "st", fake)
+    roles._on_cell_click()
+    assert (state["layer"], state["head"], state["view"]) == (4, 7, "Heads")

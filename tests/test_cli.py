@@ -207,9 +207,10 @@ def test_roles_json(tmp_path, capsys) -> None:
     assert code == 0 and "72 heads" in stdout
     rows = json.loads(out.read_text())
     assert len(rows) == 72 and rows[0]["layer"] == 0 and rows[0]["head"] == 0 and rows[-1]["layer"] == 5
-    keys = {"layer", "head", "prev", "next", "self", "special", "punct", "entropy", "label"}
-    assert all(set(r) == keys for r in rows)
-    assert all(0 <= r["prev"] <= 1 and r["entropy"] >= 0 for r in rows)
+    keys = {"layer", "head", "prev", "next", "self", "first", "dup", "induction", "special", "punct", "entropy"}
+    assert all(set(r) == keys | {"spread", "label"} for r in rows)
+    assert all(0 <= r[k] <= 1 + 1e-9 for r in rows for k in keys - {"layer", "head", "entropy"})
+    assert all(r["entropy"] >= 0 for r in rows)
     code, _, err = run(["roles", "--text", SENTENCE, "--out", "x.npz"], capsys)
     assert code == 2 and ".json" in err
 

@@ -5,7 +5,7 @@ Attention heatmaps put query tokens on y (top to bottom) and key tokens on x; la
 distinct (see loading.distinct_labels) or a categorical axis would merge repeated words.
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
-overview), heatmap (matrix_heatmap), bars (focus_bars, head_bars, token_bars, paired_bars, lines).
+overview), heatmap (matrix_heatmap), roles (roles_map), bars (focus_bars, head_bars, token_bars, paired_bars, lines).
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
@@ -24,6 +24,7 @@ from mha_viz.figures.common import (
 )
 from mha_viz.figures.grids import heads_grid, overview
 from mha_viz.figures.heatmap import matrix_heatmap
+from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
 
 __all__ = [
     "CELL_HOVER",
@@ -32,6 +33,7 @@ __all__ = [
     "FOCUS_TOP_KEYS",
     "GRID_MAX_CELLS",
     "POOLED_HOVER",
+    "ROLE_COLOURS",
     "SEQUENTIAL",
     "WEIGHT_HOVER",
     "block_labels",
@@ -43,6 +45,8 @@ __all__ = [
     "overview",
     "paired_bars",
     "pool_blocks",
+    "role_colours",
+    "roles_map",
     "safe",
     "token_bars",
 ]

@@ -135,7 +135,7 @@ def get_identity_check(config: Config, text: str, target: str | None, part: str 
 
 @sized_cache(max_entries=16, max_mb=16)
 def get_roles(config: Config, text: str, target: str | None, part: str | None) -> list[dict]:
-    """Role scores and labels for every layer × head (see analysis.head_roles)."""
+    """Role scores and labels for every layer × head (see roles.head_roles)."""
     lm = model_of(config)
     tokens = recording_of(config, text, target).query_tokens(lm.part(part))
     return studies.roles_table(tokens, get_all_patterns(config, text, target, part))

@@ -7,9 +7,9 @@ import html
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import head_roles, is_punctuation
 from mha_viz.budget import check_grid
 from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
+from mha_viz.roles import head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, clicked_points, valid_choice
@@ -57,6 +57,7 @@ def heads_view(ctx: Ctx) -> None:
             np.asarray(ctx.special),
             np.asarray([is_punctuation(p) for p in pieces]),
             [p for p, s in zip(pieces, ctx.special, strict=True) if s],
+            ctx.base.tokens.ids,
         )
         titles = [f"head {i} · {label}" for i, label in enumerate(roles["label"])]
     if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."

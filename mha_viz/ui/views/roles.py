@@ -1,15 +1,25 @@
-"""The Head roles tab: per-head scores and a label for each head (previous token, broad, ...)."""
+"""The Head roles tab: a layer × head map coloured by each head's role label (a click opens the head),
+and the per-head scores behind the labels (previous token, induction, first-token sink, broad, ...)."""
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import ROLE_RULES
+from mha_viz.figures import roles_map
+from mha_viz.roles import ROLE_RULES, SCORE_KEYS
 from mha_viz.ui.cache import get_roles
-from mha_viz.ui.common import csv_bytes, downloads
-from mha_viz.ui.context import Ctx, needs_pretrained
+from mha_viz.ui.common import csv_bytes, downloads, plot
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained
 
-ROLE_COLUMNS = ("layer", "head", "label", "prev", "next", "self", "special", "punct", "entropy")
+ROLE_COLUMNS = ("layer", "head", "label", *SCORE_KEYS)
+
+
+def _on_cell_click() -> None:
+    for _, custom in clicked_points("roles_map"):  # customdata (layer, head, scores...)
+        if len(custom) >= 2:
+            st.session_state.update(layer=int(custom[0]), head=int(custom[1]), view="Heads")
+            return
 
 
 def roles_view(ctx: Ctx) -> None:
@@ -17,11 +27,29 @@ def roles_view(ctx: Ctx) -> None:
         return
     rows = get_roles(ctx.config, ctx.c.text, ctx.target, ctx.part)
     st.markdown(
-        "Scores per head (Clark et al. 2019, Voita et al. 2019), averaged over the query tokens: **prev** / "
-        "**next** / **self** = weight on the previous / next / same token; **special** / **punct** = total weight "
-        "on special tokens / punctuation-only tokens; **entropy** = row entropy in nats (high = broad)."
+        "Scores per head (Clark et al. 2019, Voita et al. 2019, Olsson et al. 2022), averaged over the query "
+        "tokens. **first** = weight on position 0, where most heads park much of their attention (the sink); "
+        "the other scores are shares of what is left without it: **prev** / **next** / **self** = previous / "
+        "next / same token; **dup** = earlier copies of the same token; **induction** = the token right after an "
+        "earlier copy; **special** / **punct** = special / punctuation-only tokens; **spread** = how evenly the "
+        "rest is spread (1 = uniform); **entropy** = row entropy in nats. Click a cell to open that head."
     )
-    st.caption(f"Labels: {ROLE_RULES}.")
+    with st.expander("Label rules"):
+        st.caption(f"{ROLE_RULES}.")
+    L = max(r["layer"] for r in rows) + 1
+    H = max(r["head"] for r in rows) + 1
+    labels = np.full((L, H), "", dtype=object)
+    scores = {k: np.zeros((L, H)) for k in SCORE_KEYS}
+    for r in rows:
+        labels[r["layer"], r["head"]] = r["label"]
+        for k in SCORE_KEYS:
+            scores[k][r["layer"], r["head"]] = r[k]
+    title = f"{ctx.base.model_name}: role of every layer × head"
+    plot(roles_map(labels, scores, title), "roles_map", ctx.c.image_format, on_select=_on_cell_click)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["label"]] = counts.get(r["label"], 0) + 1
+    st.caption("Heads per label: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     table = {c: [r[c] for r in rows] for c in ROLE_COLUMNS}
     st.dataframe(
         table,
@@ -31,9 +59,5 @@ def roles_view(ctx: Ctx) -> None:
         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ROLE_COLUMNS[3:]},
         key="roles_table",
     )
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["label"]] = counts.get(r["label"], 0) + 1
-    st.caption("Heads per label: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     body = [[r[c] if isinstance(r[c], str | int) else f"{r[c]:.6g}" for c in ROLE_COLUMNS] for r in rows]
     downloads("roles", csv_data=csv_bytes(ROLE_COLUMNS, body))

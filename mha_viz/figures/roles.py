@@ -1,0 +1,123 @@
+"""The head-role map: one cell per layer × head, coloured by the head's role label."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_viz.figures.common import _esc_seq, _f32, safe
+
+# A fixed colour per known label (so a label keeps its colour from text to text); other labels
+# ("[SEP] sink", "<|endoftext|> sink", ...) take the next free colour of EXTRA_COLOURS.
+ROLE_COLOURS = {
+    "induction": "#d62728",
+    "duplicate token": "#ff7f0e",
+    "previous token": "#1f77b4",
+    "next token": "#17becf",
+    "self": "#2ca02c",
+    "punctuation": "#bcbd22",
+    "first-token sink": "#6f4e37",
+    "broad": "#9467bd",
+    "mixed": "#d9d9d9",
+}
+EXTRA_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94")
+
+
+def role_colours(labels: Sequence[str]) -> dict[str, str]:
+    """A colour for each distinct label, in order of first appearance (known labels keep theirs)."""
+    out: dict[str, str] = {}
+    extra = 0
+    for label in labels:
+        if label in out:
+            continue
+        if label in ROLE_COLOURS:
+            out[label] = ROLE_COLOURS[label]
+        else:
+            out[label] = EXTRA_COLOURS[extra % len(EXTRA_COLOURS)]
+            extra += 1
+    return out
+
+
+def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str | None = None) -> go.Figure:
+    """Layer (rows) × head (columns) cells coloured by role label, with a key of the labels at the side.
+
+    The heatmap itself is silent; one invisible marker per cell (a trace per label) carries the hover
+    text (label and every score) and reports clicks as customdata (layer, head, scores...).
+    Shapes: labels [L, H] str; each score [L, H].
+    """
+    labels = np.asarray(labels, dtype=object)
+    n_layers, n_heads = labels.shape
+    known = list(ROLE_COLOURS)
+    order = sorted(set(labels.ravel().tolist()), key=lambda s: (known.index(s) if s in known else len(known) - 1.5, s))
+    colours = role_colours(order)
+    k = max(1, len(order))
+    index = {label: i for i, label in enumerate(order)}
+    z = np.vectorize(index.__getitem__, otypes=[np.float32])(labels) if labels.size else np.zeros((0, 0))
+    scale = []
+    for i, label in enumerate(order):
+        scale += [[i / k, colours[label]], [(i + 1) / k, colours[label]]]
+    counts = {label: int((labels == label).sum()) for label in order}
+    fig = go.Figure(
+        go.Heatmap(
+            z=_f32(z),
+            x=list(range(n_heads)),
+            y=list(range(n_layers)),
+            colorscale=scale or [[0, "#ffffff"], [1, "#ffffff"]],
+            zmin=-0.5,
+            zmax=k - 0.5,
+            xgap=1,
+            ygap=1,
+            hoverinfo="skip",
+            colorbar={
+                "title": {"text": "role"},
+                "tickvals": list(range(k)),
+                "ticktext": _esc_seq([f"{label} ({counts[label]})" for label in order]),
+                "len": min(1.0, max(0.3, 0.06 * k)),
+                "yanchor": "top",
+                "y": 1.0,
+            },
+        )
+    )
+    names = list(scores)
+    hover = "<br>".join(f"{name} %{{customdata[{j + 2}]:.3f}}" for j, name in enumerate(names))
+    lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
+    columns = [lx, hx] + [np.asarray(scores[name], dtype=np.float64) for name in names]
+    custom = _f32(np.stack([c.ravel() for c in columns], axis=1)) if labels.size else np.zeros((0, 2))
+    flat = labels.ravel()
+    for label in order:
+        at = np.flatnonzero(flat == label)
+        fig.add_trace(
+            go.Scatter(
+                x=hx.ravel()[at].astype(np.float32),
+                y=lx.ravel()[at].astype(np.float32),
+                mode="markers",
+                marker={"size": max(8, min(30, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
+                customdata=custom[at],
+                meta=label,
+                name=label,
+                hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: <b>%{meta}</b><br>" + hover
+                + "<br>click to open<extra></extra>",
+                showlegend=False,
+            )
+        )  # fmt: skip
+    fig.update_xaxes(
+        tickvals=list(range(n_heads)), ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False
+    )
+    fig.update_yaxes(
+        tickvals=list(range(n_layers)),
+        ticktext=[f"L{la}" for la in range(n_layers)],
+        autorange="reversed",
+        showgrid=False,
+        zeroline=False,
+    )
+    fig.update_layout(
+        title={"text": title or f"Head roles: {n_layers} layers × {n_heads} heads", "font": {"size": 14}},
+        height=int(min(1000, max(300, 22 * n_layers + 110))),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        hovermode="closest",
+        clickmode="event+select",
+        plot_bgcolor="white",
+    )
+    return safe(fig)

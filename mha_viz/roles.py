@@ -1,0 +1,151 @@
+"""Head roles (Clark et al. 2019, Voita et al. 2019, Olsson et al. 2022): scores per head and a label.
+
+Most heads of most models park much of their weight on position 0 (the first-token "attention sink",
+Xiao et al. 2023), whatever else they do. So every score but ``first`` and ``entropy`` is a share of the
+attention that is left after position 0 is taken out, and a head is called a first-token sink only when
+what is left does none of the other things.
+
+Shapes: a pattern stack is [n_heads, query_pos, key_pos] (self-attention, so query_pos == key_pos).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+import numpy as np
+
+from mha_viz.analysis import EPS, row_entropy
+
+ROLE_THRESHOLD = 0.5  # a role needs more than half of the (non-sink) attention on average
+BROAD_THRESHOLD = 0.8  # "broad": non-sink rows spread over keys with more than 80% of the uniform entropy
+SINK_THRESHOLD = 0.5  # first-token sink: more than half of the attention on position 0 (and no other role)
+MIN_REPEAT_ROWS = 3  # duplicate-token / induction labels need at least this many query tokens with a repeat
+SCORE_KEYS = ("prev", "next", "self", "first", "dup", "induction", "special", "punct", "entropy", "spread")
+FIRST_TOKEN_SINK = "first-token sink"
+ROLE_RULES = (
+    "scores are averaged over the query tokens after the first; first = share of the attention on position 0 "
+    "(the sink); every other score except entropy is a share of the attention left without position 0: the "
+    "weight on the chosen keys summed over the query tokens, divided by their total non-sink weight (a query "
+    "that sees a single non-sink key is left out: it has no choice). prev / next / self = weight on the "
+    "previous / next / same token; dup = weight on earlier copies of the query's own token id, over the queries "
+    "that have one; induction = weight on the token right after an earlier copy of the query's token, over the "
+    "queries that have one; special / punct = weight on special / punctuation-only tokens; spread = non-sink "
+    "row entropy ÷ ln(number of non-sink keys the row sees); entropy = mean row entropy in nats. "
+    f"Labels, first rule that holds wins: induction: induction > {ROLE_THRESHOLD}; duplicate token: dup > "
+    f"{ROLE_THRESHOLD} (both need at least {MIN_REPEAT_ROWS} queries with a repeat); previous token: prev > "
+    f"{ROLE_THRESHOLD}; next token: next > {ROLE_THRESHOLD}; self: self > {ROLE_THRESHOLD}; <token> sink: "
+    f"special > {ROLE_THRESHOLD} (named after the special token that gets most); punctuation: punct > "
+    f"{ROLE_THRESHOLD}; {FIRST_TOKEN_SINK}: first > {SINK_THRESHOLD} (named after the token when position 0 is "
+    f"a special one, e.g. [CLS] sink); broad: spread > {BROAD_THRESHOLD}; otherwise mixed"
+)
+
+
+def is_punctuation(piece: str) -> bool:
+    """Whether a token's text is punctuation only (word-piece "##" markers ignored)."""
+    text = piece[2:] if piece.startswith("##") and len(piece) > 2 else piece
+    return bool(text) and all(unicodedata.category(ch).startswith("P") for ch in text)
+
+
+def repeat_masks(ids: Sequence[int] | np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each query's earlier copies are, and the tokens right after them (never position 0, the sink).
+
+    dup[i, j]: 1 <= j < i and ids[j] == ids[i]. induction[i, j]: 1 <= j < i and ids[j - 1] == ids[i].
+    Shapes: ids [n] -> two [n, n] bool.
+    """
+    t = np.asarray(ids).reshape(-1)[:n]
+    same = t[:, None] == t[None, :]  # [i, j]: same token id
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    earlier = (j >= 1) & (j < i)
+    after = np.zeros((n, n), dtype=bool)
+    after[:, 1:] = same[:, :-1]  # key j follows a copy (at j - 1) of query i's token
+    return same & earlier, after & earlier
+
+
+def _is_causal(p: np.ndarray) -> bool:
+    return bool(p.shape[-1] == p.shape[-2] and not np.triu(p, 1).any())
+
+
+def head_roles(
+    pattern: np.ndarray,
+    special: np.ndarray,
+    punct: np.ndarray,
+    special_names: list[str] | None = None,
+    ids: Sequence[int] | np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Role scores per head (see ROLE_RULES), and a label from them.
+
+    ``ids`` (token ids) give dup and induction; without them both are 0. A pattern whose strict upper
+    triangle is zero everywhere is taken as causal (row i sees keys 0..i) for spread.
+    Shapes: pattern [h, n, n]; special, punct, ids [n] -> each score [h] float and labels [h] (str).
+    """
+    p = np.asarray(pattern, dtype=np.float64)
+    h, n, _ = p.shape
+    sp = np.asarray(special, dtype=bool)
+    pu = np.asarray(punct, dtype=bool)
+    names = list(special_names) if special_names else ["special"] * int(sp.sum())  # one per special token
+    dup_mask, ind_mask = repeat_masks(ids, n) if ids is not None else (np.zeros((n, n), bool),) * 2
+    scores = {k: np.zeros(h) for k in SCORE_KEYS}
+    scores["entropy"] = row_entropy(p).mean(-1)
+    rows = np.arange(1, n)  # query tokens after the first (position 0 can only see itself in a decoder)
+    q = p[:, 1:, :].copy()  # [h, n-1, n]
+    if n > 1:
+        scores["first"] = q[:, :, 0].mean(-1)
+    q[:, :, 0] = 0.0  # the sink taken out; what is left is compared against its own total
+    mass = q.sum(-1)  # [h, n-1]: non-sink weight of each row
+
+    causal = _is_causal(p)
+    seen = rows if causal else np.full(n - 1, n - 1)  # non-sink keys each row can attend to
+    choice = seen >= 2  # a row that sees one non-sink key only has no choice: it says nothing
+
+    def share(keys: np.ndarray, eligible: np.ndarray | None = None) -> np.ndarray:
+        """Σ over eligible rows of the weight on ``keys`` [n-1, n] ÷ their non-sink weight. -> [h]."""
+        elig = (keys.any(-1) if eligible is None else eligible) & choice
+        num = (q * keys[None]).sum(-1)[:, elig].sum(-1)
+        den = mass[:, elig].sum(-1)
+        return np.divide(num, den, out=np.zeros(h), where=den > EPS)
+
+    i, j = np.meshgrid(rows, np.arange(n), indexing="ij")  # [n-1, n]
+    if n > 1:
+        scores["prev"] = share((j == i - 1) & (j >= 1))
+        scores["next"] = share(j == i + 1)
+        scores["self"] = share(j == i)
+        everyone = np.ones(n - 1, dtype=bool)
+        scores["special"] = share(np.broadcast_to(sp & (np.arange(n) >= 1), (n - 1, n)), everyone)
+        scores["punct"] = share(np.broadcast_to(pu & (np.arange(n) >= 1), (n - 1, n)), everyone)
+        scores["dup"] = share(dup_mask[1:])
+        scores["induction"] = share(ind_mask[1:])
+        r = np.divide(q, mass[..., None], out=np.zeros_like(q), where=mass[..., None] > EPS)
+        h_norm = row_entropy(r) / np.log(np.maximum(seen, 2))  # [h, n-1]
+        den = mass[:, choice].sum(-1)
+        scores["spread"] = np.divide((mass * h_norm)[:, choice].sum(-1), den, out=np.zeros(h), where=den > EPS)
+    n_dup = int(dup_mask.any(-1).sum())
+    n_ind = int(ind_mask.any(-1).sum())
+    per_special = q[:, :, sp].sum(1)  # [h, n_special]: non-sink weight each special token receives
+    first_name = f"{names[0]} sink" if n and sp[0] and names else FIRST_TOKEN_SINK
+    t = ROLE_THRESHOLD
+    labels = []
+    for k in range(h):
+        s = {key: v[k] for key, v in scores.items()}
+        if n_ind >= MIN_REPEAT_ROWS and s["induction"] > t:
+            labels.append("induction")
+        elif n_dup >= MIN_REPEAT_ROWS and s["dup"] > t:
+            labels.append("duplicate token")
+        elif s["prev"] > t:
+            labels.append("previous token")
+        elif s["next"] > t:
+            labels.append("next token")
+        elif s["self"] > t:
+            labels.append("self")
+        elif s["special"] > t:
+            labels.append(f"{names[int(per_special[k].argmax())]} sink")
+        elif s["punct"] > t:
+            labels.append("punctuation")
+        elif s["first"] > SINK_THRESHOLD:
+            labels.append(first_name)
+        elif s["spread"] > BROAD_THRESHOLD:
+            labels.append("broad")
+        else:
+            labels.append("mixed")
+    scores["label"] = np.asarray(labels, dtype=object)
+    return scores
