@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.io as pio
 
-from mha_viz.figures import block_labels, heads_grid, matrix_heatmap, overview, pool_blocks
+from mha_viz.figures import ROLE_COLOURS, block_labels, heads_grid, matrix_heatmap, overview, pool_blocks, roles_map
 
 
 def test_pool_blocks_exact_means_with_partial_block() -> None:
@@ -62,3 +62,24 @@ def test_overview_tiles_and_click_targets() -> None:
     assert z.shape == (2 * 34 + 2, 3 * 34 + 4)  # 100 tokens -> 3×3 blocks -> 34 cells, gap 2
     assert fig.data[1].customdata.tolist()[-1] == [1, 2]
     np.testing.assert_allclose(z[0, 0], p[0, 0, :3, :3].mean(), rtol=1e-5)
+
+
+def test_roles_map_colours_by_label_and_escapes_token_names() -> None:
+    labels = np.array(
+        [["induction", "mixed", "<|endoftext|> sink"], ["induction", "previous token", "mixed"]], dtype=object
+    )
+    scores = {"prev": np.array([[0.0, 0.1, 0.2], [0.3, 0.9, 0.5]]), "induction": np.array([[0.9, 0, 0], [0.8, 0, 0]])}
+    fig = roles_map(labels, scores)
+    (cells,) = [t for t in fig.data if t.type == "heatmap"]
+    order = list(cells.colorbar.ticktext)  # "label (count)", known labels first, "mixed" last
+    assert order == ["induction (2)", "previous token (1)", "&lt;|endoftext|&gt; sink (1)", "mixed (2)"]
+    z = np.asarray(cells.z)
+    assert z.shape == (2, 3) and z[0, 0] == z[1, 0] == 0 and z[0, 1] == z[1, 2] == 3
+    scale = [c for _, c in cells.colorscale]
+    assert scale[0] == ROLE_COLOURS["induction"] and scale[-1] == ROLE_COLOURS["mixed"]
+    marks = {t.meta: t for t in fig.data if t.type == "scatter"}
+    assert set(marks) == {"induction", "previous token", "&lt;|endoftext|&gt; sink", "mixed"}
+    custom = np.asarray(marks["previous token"].customdata)
+    np.testing.assert_allclose(custom, [[1, 1, 0.9, 0.0]], rtol=1e-6)  # layer, head, prev, induction
+    assert "induction %{customdata[3]:.3f}" in marks["induction"].hovertemplate
+    assert "<|endoftext|>" not in pio.to_json(fig)
