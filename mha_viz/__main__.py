@@ -1,5 +1,8 @@
 """Command line: ``python -m mha_viz trace --text "..." --out trace.npz``.
 
+Also ``roles`` (head roles to JSON), ``induction`` (induction scores of a decoder's heads to CSV) and
+``models``.
+
 Headless export of attention patterns (and, with --full, every intermediate of one layer).
 Layers and heads are numbered from 0. Bad input: one line on stderr and exit status 2.
 """
@@ -65,9 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
     t.add_argument("--layer", type=_int_in(0, None, "--layer"), default=None, help="layer to export (default: all)")
     t.add_argument(
-        "--heads", type=_int_in(1, MAX_HEADS, "--heads"), default=None,
+        "--heads",
+        type=_int_in(1, MAX_HEADS, "--heads"),
+        default=None,
         help=f"re-split into N heads, 1 to {MAX_HEADS}, dividing d_model (own weights: the head count)",
-    )  # fmt: skip
+    )
     t.add_argument("--wo", choices=("learned", "identity", "random"), default="learned", help="W^O variant")
     t.add_argument("--ablate", type=_heads_list, default=(), help="heads whose W^O block is zeroed, e.g. 0,3")
     t.add_argument("--causal", action="store_true", help="add a causal (look-ahead) mask")
@@ -79,9 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     own = t.add_argument_group("own weights (--model own)")
     own.add_argument("--d-model", type=_int_in(1, MAX_D_MODEL, "--d-model"), default=512, help=f"1 to {MAX_D_MODEL}")
     own.add_argument(
-        "--seed", type=_int_in(0, MAX_SEED, "--seed"), default=0,
+        "--seed",
+        type=_int_in(0, MAX_SEED, "--seed"),
+        default=0,
         help=f"seed for own weights, random embeddings, random W^O (0 to {MAX_SEED})",
-    )  # fmt: skip
+    )
     own.add_argument("--init", choices=("xavier", "identity"), default="xavier")
     own.add_argument("--bias", action="store_true", help="own xavier weights with (zero) biases")
     own.add_argument("--embeddings", choices=("random", "model"), default="random")
@@ -94,6 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
     r.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     r.add_argument("--out", default=None, help="write FILE.json (without it, print the JSON)")
+    ind = sub.add_parser("induction", help="induction scores of every head on random tokens repeated twice, to CSV")
+    ind.add_argument("--model", default="smollm2", help="a decoder: smollm2 (default), a Hugging Face id or folder")
+    ind.add_argument(
+        "--length", type=_int_in(2, 512, "--length"), default=50, help="random tokens per copy, 2 to 512 (default 50)"
+    )
+    ind.add_argument(
+        "--seed", type=_int_in(0, MAX_SEED, "--seed"), default=0, help=f"seed of the random tokens (0 to {MAX_SEED})"
+    )
+    ind.add_argument("--no-bos", action="store_true", help="do not put the model's BOS token in front")
+    ind.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    ind.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, induction_score)")
     m = sub.add_parser("models", help="list the architectures this install can trace")
     m.add_argument("--all", action="store_true", help="also list those that are not supported, with the reason")
     return parser
@@ -110,12 +128,24 @@ def _config(args: argparse.Namespace, device: str):
             weights = fh.read(64 * 1024 * 1024 + 1)
     own = (args.model or "").strip().lower() == "own"
     return Config(
-        model=(args.model or "").strip(), device=device, dtype=args.dtype,
-        d_model=args.d_model, n_heads=args.heads or 8, seed=args.seed, init=args.init, bias=args.bias,
-        embeddings=args.embeddings, positions=args.positions, weights_file=weights,
-        heads=None if own else args.heads, wo=args.wo, wo_seed=args.seed, ablate=args.ablate,
-        causal=args.causal, scaled=not args.no_scale,
-    )  # fmt: skip
+        model=(args.model or "").strip(),
+        device=device,
+        dtype=args.dtype,
+        d_model=args.d_model,
+        n_heads=args.heads or 8,
+        seed=args.seed,
+        init=args.init,
+        bias=args.bias,
+        embeddings=args.embeddings,
+        positions=args.positions,
+        weights_file=weights,
+        heads=None if own else args.heads,
+        wo=args.wo,
+        wo_seed=args.seed,
+        ablate=args.ablate,
+        causal=args.causal,
+        scaled=not args.no_scale,
+    )
 
 
 def run_trace(
@@ -217,6 +247,39 @@ def _roles_command(args: argparse.Namespace) -> None:
         print(text)
 
 
+INDUCTION_COLUMNS = ("layer", "head", "induction_score", "rank")
+
+
+def _induction_command(args: argparse.Namespace) -> None:
+    import csv
+
+    from mha_viz.attention import resolve_device
+    from mha_viz.config import Config
+    from mha_viz.induction import run_induction
+    from mha_viz.pipeline import load
+
+    if not args.out.endswith(".csv"):
+        raise MhaVizError(f"--out must name a .csv file, got {args.out!r}")
+    if (args.model or "").strip().lower() == "own":
+        raise MhaVizError("induction needs a pretrained decoder; own weights are one untrained layer")
+    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    result = run_induction(lm, args.length, args.seed, bos=not args.no_bos)
+    n_layers, n_heads = result.scores.shape
+    rank = {(la, h): i + 1 for i, (la, h, _) in enumerate(result.top_heads(n_layers * n_heads))}
+    with open(args.out, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(INDUCTION_COLUMNS)
+        for la in range(n_layers):
+            for h in range(n_heads):
+                writer.writerow([la, h, f"{result.scores[la, h]:.6g}", rank[(la, h)]])
+    top = ", ".join(f"L{la}H{h} {s:.3f}" for la, h, s in result.top_heads(5))
+    print(f"wrote {args.out}: {n_layers * n_heads} heads ({n_layers} layers x {n_heads}); top: {top}")
+    print(
+        f"mean loss (nats/token) on {len(result.tokens.ids)} tokens: first copy {result.mean_loss(0):.3f}, "
+        f"second copy {result.mean_loss(1):.3f}"
+    )
+
+
 def _models_command(args: argparse.Namespace) -> None:
     from mha_viz.models.catalog import catalog, format_table
 
@@ -226,7 +289,13 @@ def _models_command(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        {"trace": _trace_command, "roles": _roles_command, "models": _models_command}[args.command](args)
+        commands = {
+            "trace": _trace_command,
+            "roles": _roles_command,
+            "induction": _induction_command,
+            "models": _models_command,
+        }
+        commands[args.command](args)
         return 0
     except MhaVizError as exc:
         print(f"mha-viz: error: {exc}", file=sys.stderr)
