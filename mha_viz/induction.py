@@ -72,6 +72,16 @@ class InductionRun:
         return [(int(i // n_heads), int(i % n_heads), float(self.scores.flat[i])) for i in order]
 
 
+def is_decoder(lm: LoadedModel) -> bool:
+    """Whether the experiment runs on this model: a decoder-only causal language model."""
+    return not lm.encoder_decoder and lm.causal and lm.causal_lm
+
+
+def max_length(lm: LoadedModel, bos: bool = True) -> int:
+    """The longest N the model takes (at most MAX_LENGTH)."""
+    return min(MAX_LENGTH, (lm.max_tokens - int(bos and bos_id(lm) is not None)) // 2)
+
+
 def needs_decoder(lm: LoadedModel) -> None:
     """Refuse models that are not decoder-only causal language models (one-line message)."""
     if lm.encoder_decoder:
