@@ -165,8 +165,8 @@ def token_losses(logits: torch.Tensor, ids: list[int] | tuple[int, ...]) -> np.n
     Shapes: logits [n, vocab]; ids [n] -> [n] float64.
     """
     target = torch.tensor(ids[1:], dtype=torch.long)
-    ce = torch.nn.functional.cross_entropy(logits[:-1].double(), target, reduction="none")
-    return np.concatenate([[np.nan], ce.numpy()])
+    ce = torch.nn.functional.cross_entropy(logits[:-1].float(), target, reduction="none")  # no float64 copy
+    return np.concatenate([[np.nan], ce.double().numpy()])
 
 
 def run_induction(lm: LoadedModel, length: int = 50, seed: int = 0, bos: bool = True) -> InductionRun:
@@ -180,7 +180,14 @@ def run_induction(lm: LoadedModel, length: int = 50, seed: int = 0, bos: bool = 
     d_head = max(1, lm.d_model // max(1, lm.n_heads))
     part = lm.part(None)
     shape = budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, lm.n_layers(part))
-    budget.check("Heads", shape, recording=True, what="The induction experiment")
+    vocab = int(getattr(lm.model.config, "vocab_size", 0) or len(lm.tokenizer))
+    need = budget.estimate("Heads", shape) + shape.recording_bytes() + 2 * budget.F32 * n * vocab  # + the logits
+    limit = budget.max_request_mb() * 2**20
+    if need > limit:
+        raise MhaVizError(
+            f"the induction experiment with {length} tokens per copy would need about {need / 2**20:,.0f} MB; the "
+            f"limit per request is {limit / 2**20:,.0f} MB (MHA_VIZ_MAX_REQUEST_MB). Use fewer tokens per copy"
+        )
     run = run_model(lm, torch.tensor([ids]))
     if run.logits is None:
         raise MhaVizError(f"{lm.name} has no language-model head; induction needs next-token predictions")

@@ -209,3 +209,15 @@ def test_map_click_opens_the_head(monkeypatch) -> None:
     monkeypatch.setattr(view, "st", fake)
     view._on_cell_click()
     assert (state["layer"], state["head"], state["view"]) == (17, 3, "Heads")
+
+
+def test_cli_length_over_the_token_limit_and_the_request_budget(llama_dir: str, tmp_path, capsys, monkeypatch) -> None:
+    from mha_viz import budget
+
+    out = tmp_path / "x.csv"
+    args = ["induction", "--model", llama_dir, "--length", "100", "--out", str(out)]
+    code, _, err = run(args, capsys)  # the tiny LLaMA takes 128 tokens: BOS + 2 × 63
+    assert code == 2 and err.count("\n") == 1 and "201 tokens are more than" in err and "at most 63" in err
+    monkeypatch.setattr(budget, "max_request_mb", lambda: 0)
+    code, _, err = run([*args[:-3], "20", "--out", str(out)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "MHA_VIZ_MAX_REQUEST_MB" in err and not out.exists()
