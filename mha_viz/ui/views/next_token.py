@@ -1,0 +1,137 @@
+"""The Next token tab (causal LMs): top-5 next tokens, the logit lens, and each head's direct logit attribution."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from mha_viz import logits
+from mha_viz.figures import matrix_heatmap
+from mha_viz.logits import Readout
+from mha_viz.ui.cache import get_model, get_recording, model_of
+from mha_viz.ui.common import csv_bytes, downloads, plot
+from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.memo import sized_cache
+
+LENS_MAX_TOKENS = 64  # the lens heatmap shows at most this many positions (the last ones)
+
+
+@sized_cache(max_entries=16, max_mb=32)
+def get_readout(model_name: str, device: str, text: str, position: int | None) -> Readout:
+    """Top-5, logit lens and direct logit attribution of ``text`` at ``position`` (None: the last token)."""
+    lm = get_model(model_name, device)
+    return logits.readout(lm, text, position, rec=get_recording(model_name, device, text, None))
+
+
+def _open_head(layer: int, head: int) -> None:
+    st.session_state.update(layer=layer, head=head, view="Heads")
+
+
+def _lens_figure(r: Readout, first: int) -> go.Figure:
+    """Layer × position: the logit lens's top guess (text) and its probability (colour)."""
+    labels = list(r.tokens.labels[first:])
+    L = r.lens_probs.shape[0]
+    text = [list(row[first:]) for row in r.lens_labels]
+    fig = go.Figure(
+        go.Heatmap(
+            z=r.lens_probs[:, first:], x=labels, y=[f"L{la}" for la in range(L)], text=text, texttemplate="%{text}",
+            colorscale="Viridis", zmin=0.0, zmax=1.0, colorbar={"title": "p"},
+            hovertemplate="after %{y}, at “%{x}”: next = %{text} (p = %{z:.3f})<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_xaxes(type="category", tickangle=-60, title="position (the next token after it is guessed)")
+    fig.update_yaxes(type="category", autorange="reversed", title="residual stream after layer")
+    fig.update_layout(
+        title={"text": "Logit lens: the top next-token guess after each layer", "font": {"size": 14}},
+        height=int(min(900, max(320, 22 * L + 160))), margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )  # fmt: skip
+    return fig
+
+
+def next_token_view(ctx: Ctx) -> None:
+    if ctx.base.own or not logits.is_causal_lm(model_of(ctx.config)):
+        st.info(
+            "This view is for decoders (causal language models with an LM head, such as SmolLM2 or GPT-2): it "
+            "reads the next token off the residual stream. Pick one in the sidebar."
+        )
+        return
+    ctx.hiding_not_applied("every position of the residual stream is read as it is.")
+    labels = list(ctx.base.tokens.labels)
+    valid_choice("nt_pos", labels, labels[-1])
+    chosen = st.selectbox("Predict the token after", labels, key="nt_pos")
+    pos = labels.index(chosen)
+    r = get_readout(ctx.config.model_name, ctx.config.model_device, ctx.c.text, pos)
+
+    st.markdown(f"**Next token after “{labels[pos]}”** (the model's own probabilities)")
+    st.table({"rank": list(range(1, len(r.top_ids) + 1)), "token": list(r.top_labels),
+              "id": list(r.top_ids), "p": [f"{p:.4f}" for p in r.top_probs]})  # fmt: skip
+
+    first = max(0, len(labels) - LENS_MAX_TOKENS)
+    plot(_lens_figure(r, first), "lens_map", ctx.c.image_format)
+    st.caption(
+        "Logit lens: the residual stream after layer l (the hidden state the next layer reads) passed through the "
+        f"model's own final norm ({r.norm_kind}) and LM head, as if the model stopped there. The last row is the "
+        "model's own prediction." + (f" Showing the last {LENS_MAX_TOKENS} positions." if first else "")
+    )
+    L = r.lens_top_ids.shape[0]
+    with st.expander(f"Logit lens at “{labels[pos]}”: top {r.lens_top_ids.shape[1]} per layer"):
+        st.table({
+            "layer": list(range(L)),
+            **{f"#{j + 1}": [f"{r.lens_top_labels[la][j]} ({r.lens_top_probs[la, j]:.3f})" for la in range(L)]
+               for j in range(r.lens_top_ids.shape[1])},
+            f"p(“{r.top_labels[0]}”)": [f"{p:.3f}" for p in r.lens_final],
+        })  # fmt: skip
+
+    st.markdown("**Direct logit attribution**: each head's share of the next-token logit")
+    options = list(range(len(r.top_ids)))
+    valid_choice("dla_token", options, 0)
+    t = st.selectbox(
+        "Target token", options, key="dla_token",
+        format_func=lambda i: f"{r.top_labels[i]} (p = {r.top_probs[i]:.3f})",
+    )  # fmt: skip
+    heads = r.heads[t]  # [L, H]
+    H = heads.shape[1]
+    title = f"Direct logit attribution to “{r.target_labels[t]}” after “{labels[pos]}”"
+    fig = matrix_heatmap(heads, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], title, diverging=True,
+                         value_name="logit")  # fmt: skip
+    plot(fig, "dla_map", ctx.c.image_format)
+    norm = {
+        "RMSNorm": "RMSNorm: γ ⊙ x / rms(r)",
+        "LayerNorm": "LayerNorm: γ ⊙ (x − mean x) / σ(r), with the bias β counted as a separate term",
+        "none": "this model has no final norm: the LM head reads the stream directly",
+    }[r.norm_kind]
+    st.caption(
+        f"Each head's output after W^O at “{labels[pos]}”, read by the LM head row of “{r.target_labels[t]}” through "
+        f"the final norm linearised at the actual final residual r ({norm}; the divisor is fixed at its value for r, "
+        f"{r.scale:.4g}, so the parts add up). Positive values raise the logit, negative values lower it."
+    )
+    if not r.direct:
+        st.warning(
+            "In this model a norm sits between W^O and the residual stream, so a head's output after W^O is not "
+            "what it adds to the stream: these numbers are not its direct effect (the difference is in “the rest”)."
+        )
+    parts = {
+        "all heads": float(heads.sum()), "W^O biases": float(r.biases[t].sum()), "embeddings": float(r.embed[t]),
+        "MLPs and the rest": float(r.rest[t]), "norm bias β and LM head bias": float(r.const[t]),
+    }  # fmt: skip
+    total, model = float(r.total[t]), float(r.model_logit[t])
+    st.table({"part": [*parts, "sum", "the model's own logit"],
+              "logit": [f"{v:.4f}" for v in (*parts.values(), total, model)]})  # fmt: skip
+    if abs(total - model) > 1e-3 * (1 + abs(model)):
+        st.warning(
+            f"The parts add up to {total:.4f} but the model's logit is {model:.4f}: this model changes its logits "
+            "after the LM head (soft-capping or scaling), so the attribution is to the LM head's raw output."
+        )
+    st.markdown("**Top heads** (rank, layer, head, logit):")
+    for rank, (la, he, v) in enumerate(r.top_heads(t, 5), 1):
+        a, b = st.columns([4, 1])
+        a.write(f"{rank}. layer {la}, head {he}: {v:+.3f}")
+        b.button("Open", key=f"dla_open_{rank}", on_click=_open_head, args=(la, he))
+    rows = [[la, he, f"{heads[la, he]:.6g}"] for la in range(L) for he in range(H)]
+    downloads(
+        "next_token",
+        npz={"dla": heads.astype(np.float32), "lens_probs": r.lens_probs, "lens_ids": r.lens_ids,
+             "top_ids": np.asarray(r.top_ids), "top_probs": r.top_probs},
+        csv_data=csv_bytes(["layer", "head", "logit"], rows),
+    )  # fmt: skip
