@@ -221,3 +221,17 @@ def test_cli_length_over_the_token_limit_and_the_request_budget(llama_dir: str, 
     monkeypatch.setattr(budget, "max_request_mb", lambda: 0)
     code, _, err = run([*args[:-3], "20", "--out", str(out)], capsys)
     assert code == 2 and err.count("\n") == 1 and "MHA_VIZ_MAX_REQUEST_MB" in err and not out.exists()
+
+
+@needs_smollm2
+def test_view_ignores_an_out_of_range_length_in_the_link() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from mha_viz.ui.sidebar import IGNORED
+
+    at = AppTest.from_function(_view_script, args=("smollm2",), default_timeout=180)
+    at.query_params["ind_length"] = "9999"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key="ind_length").value == 50
+    assert "ind_length=9999 (must be a whole number from 2 to 512" in at.session_state[IGNORED]["ind_length"]
