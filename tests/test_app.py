@@ -477,3 +477,13 @@ def test_roles_map_click_opens_the_head(monkeypatch) -> None:
     monkeypatch.setattr(roles, "st", fake)
     roles._on_cell_click()
     assert (state["layer"], state["head"], state["view"]) == (4, 7, "Heads")
+
+
+def test_induction_tab_in_the_app() -> None:
+    at = run_app(view="Induction")
+    assert_clean(at)
+    assert any("decoder" in i.value for i in at.info)  # MiniLM is an encoder
+    at = run_app(src="SmolLM2-135M (bundled)", view="Induction", ind_length="20")
+    assert_clean(at)
+    z = array(heatmaps(specs(at)[0])[0]["z"])
+    assert z.shape == (30, 9) and z.max() > 0.5  # SmolLM2 has induction heads

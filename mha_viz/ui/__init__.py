@@ -41,6 +41,7 @@ from mha_viz.ui.views import (
     where_view,
     wo_view,
 )
+from mha_viz.ui.views.induction import induction_view
 from mha_viz.ui.views.wo import WO_MODES
 
 __all__ = ["guarded", "main", "plain"]
@@ -57,6 +58,7 @@ VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Rollout": rollout_view,
     "Step by step": step_view,
     "Overview": overview_view,
+    "Induction": induction_view,
 }
 
 
