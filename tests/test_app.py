@@ -487,3 +487,12 @@ def test_induction_tab_in_the_app() -> None:
     assert_clean(at)
     z = array(heatmaps(specs(at)[0])[0]["z"])
     assert z.shape == (30, 9) and z.max() > 0.5  # SmolLM2 has induction heads
+
+
+def test_next_token_tab_in_the_app() -> None:
+    at = run_app(view="Next token")
+    assert_clean(at)
+    assert any("decoder" in i.value.lower() for i in at.info)  # MiniLM has no next token to show
+    at = run_app(src="SmolLM2-135M (bundled)", view="Next token")
+    assert_clean(at)
+    assert len(specs(at)) >= 2  # the logit lens and the attribution map

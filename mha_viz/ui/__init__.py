@@ -42,6 +42,7 @@ from mha_viz.ui.views import (
     wo_view,
 )
 from mha_viz.ui.views.induction import induction_view
+from mha_viz.ui.views.next_token import next_token_view
 from mha_viz.ui.views.wo import WO_MODES
 
 __all__ = ["guarded", "main", "plain"]
@@ -58,6 +59,7 @@ VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Rollout": rollout_view,
     "Step by step": step_view,
     "Overview": overview_view,
+    "Next token": next_token_view,
     "Induction": induction_view,
 }
 

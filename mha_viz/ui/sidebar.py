@@ -52,6 +52,7 @@ VIEWS = (
     "Rollout",
     "Step by step",
     "Overview",
+    "Next token",
     "Induction",
 )
 
