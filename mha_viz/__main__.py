@@ -220,10 +220,10 @@ def _trace_command(args: argparse.Namespace) -> None:
 def _roles_command(args: argparse.Namespace) -> None:
     import json
 
-    from mha_viz.analysis import ROLE_RULES
     from mha_viz.attention import resolve_device
     from mha_viz.config import Config
     from mha_viz.pipeline import load, record
+    from mha_viz.roles import ROLE_RULES
     from mha_viz.studies import all_patterns, roles_table
 
     if args.out and not args.out.endswith(".json"):

@@ -9,16 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 EPS = 1e-12
-_ROLE_NAMES = ("BROAD_THRESHOLD", "ROLE_RULES", "ROLE_THRESHOLD", "head_roles", "is_punctuation")
-
-
-def __getattr__(name: str) -> object:
-    """The head roles moved to mha_viz.roles; the old names still import from here."""
-    if name in _ROLE_NAMES:
-        from mha_viz import roles
-
-        return getattr(roles, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def row_entropy(pattern: np.ndarray) -> np.ndarray:

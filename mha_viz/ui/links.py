@@ -1,0 +1,89 @@
+"""Link values that cannot be used: checked before a widget reads them, and said once at the top of the page.
+
+Streamlit drops a bound widget's URL value silently when it is not a valid choice; here it is checked first and
+reported ("Ignored from the link: layer=999 (...; showing layer 0)"), see mha_viz.ui.main.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import streamlit as st
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:])")
+IGNORED = "_url_ignored"  # session_state: {param: "param=value (why; what is used instead)"} for this run
+
+
+def plain(text: object) -> str:
+    """Text shown as typed: markdown characters escaped (messages may quote user input)."""
+    return _MARKDOWN.sub(r"\\\1", str(text))
+
+
+# --- URL values that cannot be used -------------------------------------------------------------------------
+# Streamlit drops a bound widget's URL value silently when it is not a valid choice; we check first and say so
+# (one warning at the top of the page, see mha_viz.ui.main).
+
+
+def url_value(key: str) -> str | None:
+    """The link's value for ``key`` while the widget has not taken a value yet (its first run), else None."""
+    if key in st.session_state or key not in st.query_params:
+        return None
+    return st.query_params[key]
+
+
+def _short(value: str, limit: int = 40) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def note_ignored(key: str, value: str, why: str, drop: bool = True) -> None:
+    """Record that the link's ``key=value`` was not used and why (with what is shown instead); by default
+    also drop it from the URL so the widget falls back to its default and the note is made once."""
+    st.session_state.setdefault(IGNORED, {})[key] = f"{key}={_short(value)} ({why})"
+    if drop and key in st.query_params:
+        del st.query_params[key]
+
+
+def summarize(labels: Sequence[str]) -> str:
+    """A short list of choices: all of them when few, else the first three and the last."""
+    labels = [str(x) for x in labels]
+    return ", ".join(labels) if len(labels) <= 6 else ", ".join([*labels[:3], "…", labels[-1]])
+
+
+def check_choice(key: str, labels: Sequence[str], used: str, what: str = "") -> None:
+    """A choice widget's link value must be one of its (formatted) labels."""
+    value = url_value(key)
+    if value is not None and value not in labels:
+        note_ignored(key, value, f"{what or 'the choices are'} {summarize(labels)}; showing {used}")
+
+
+def check_int(key: str, lo: int, hi: int, used: int) -> None:
+    """A whole-number widget's link value must be a whole number from lo to hi."""
+    value = url_value(key)
+    if value is None:
+        return
+    try:
+        ok = lo <= int(value) <= hi
+    except ValueError:  # not a whole number, or thousands of digits
+        ok = False
+    if not ok:
+        note_ignored(key, value, f"must be a whole number from {lo} to {hi}; showing {used}")
+
+
+def check_bool(key: str, used: bool) -> None:
+    value = url_value(key)
+    if value is not None and value.lower() not in ("true", "false"):
+        note_ignored(key, value, f"must be true or false; showing {str(used).lower()}")
+
+
+def check_text(key: str, max_chars: int) -> None:
+    value = url_value(key)
+    if value is not None and len(value) > max_chars:
+        note_ignored(key, value, f"longer than {max_chars} characters; using its first {max_chars}", drop=False)
+
+
+def show_ignored(slot: object) -> None:
+    """One warning listing this run's link values that were not used (then forgotten)."""
+    notes = st.session_state.pop(IGNORED, None)
+    if notes:
+        slot.warning(plain("Ignored from the link: " + "; ".join(notes.values())))
