@@ -348,3 +348,12 @@ def test_any_json_in_any_header_field_raises_only_mha_viz_error(name: str, field
     else:
         header[name][field] = value
     _only_mha_viz_error(_crafted(json.dumps(header, allow_nan=True).encode(), body))
+
+
+def test_both_bundled_models_are_allowed_in_hosted_mode(monkeypatch) -> None:
+    from mha_viz.models.sources import resolve
+
+    monkeypatch.setenv("MHA_VIZ_HOSTED", "1")
+    assert resolve("smollm2")[0].endswith(tuple("0123456789")) and resolve(None)[1]
+    with pytest.raises(MhaVizError, match="not available on this server"):
+        resolve("Qwen/Qwen2.5-0.5B")

@@ -144,7 +144,7 @@ def smollm2_dir(progress: Callable[[float, str], None] | None = None) -> Path:
 
 
 # Hosted mode: MHA_VIZ_ALLOWED_MODELS="gpt2,distilgpt2,..." (or MHA_VIZ_HOSTED=1 for DEFAULT_ALLOWED)
-# limits models to an allow-list of hub ids; local folders are then refused. The bundled model is always allowed.
+# limits models to an allow-list of hub ids; local folders are then refused. The bundled models are always allowed.
 DEFAULT_ALLOWED = ("gpt2", "distilgpt2", "bert-base-uncased", "distilbert-base-uncased", "roberta-base")
 
 
@@ -164,14 +164,14 @@ def resolve(name: str | None) -> tuple[str, bool]:
     if name is None or name.strip().lower() in _DEFAULT_ALIASES:
         return str(bundled_model_dir()), True
     name = name.strip()
+    if name.lower() in _SMOLLM2_ALIASES:  # the bundled decoder, like the bundled encoder, is always allowed
+        return str(smollm2_dir()), False
     allowed = allowed_models()
     if allowed is not None and name not in allowed:
         shown = name if _HUB_ID.match(name) else "that model"
         raise MhaVizError(
             f"{shown} is not available on this server; choose {DEFAULT_MODEL} or one of: {', '.join(allowed)}"
         )
-    if name.lower() in _SMOLLM2_ALIASES:
-        return str(smollm2_dir()), False
     if os.path.isdir(name):  # in hosted mode only an allow-listed folder gets here
         return name, False
     if not _HUB_ID.match(name) or ".." in name:
