@@ -83,3 +83,14 @@ def test_roles_map_colours_by_label_and_escapes_token_names() -> None:
     np.testing.assert_allclose(custom, [[1, 1, 0.9, 0.0]], rtol=1e-6)  # layer, head, prev, induction
     assert "induction %{customdata[3]:.3f}" in marks["induction"].hovertemplate
     assert "<|endoftext|>" not in pio.to_json(fig)
+
+
+def test_logit_lens_escapes_token_text() -> None:
+    import numpy as np
+
+    from mha_viz.figures import logit_lens
+
+    fig = logit_lens(np.full((2, 2), 0.5), ["<b>x</b>", "y"], [["<i>a</i>", "b"], ["c", "&"]])
+    trace = fig.data[0]
+    assert list(trace.x) == ["&lt;b&gt;x&lt;/b&gt;", "y"]
+    assert trace.text[0][0] == "&lt;i&gt;a&lt;/i&gt;" and trace.text[1][1] == "&amp;"

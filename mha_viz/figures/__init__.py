@@ -2,10 +2,11 @@
 
 Arrays go to Plotly as numpy float32 (serialised as compact typed arrays, never Python lists).
 Attention heatmaps put query tokens on y (top to bottom) and key tokens on x; labels must be
-distinct (see loading.distinct_labels) or a categorical axis would merge repeated words.
+distinct (see models.tokens.distinct_labels) or a categorical axis would merge repeated words.
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
-overview), heatmap (matrix_heatmap), roles (roles_map), bars (focus_bars, head_bars, token_bars, paired_bars, lines).
+overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
+bars (focus_bars, head_bars, token_bars, paired_bars, lines).
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
@@ -24,6 +25,8 @@ from mha_viz.figures.common import (
 )
 from mha_viz.figures.grids import heads_grid, overview
 from mha_viz.figures.heatmap import matrix_heatmap
+from mha_viz.figures.induction import induction_map, loss_lines
+from mha_viz.figures.lens import logit_lens
 from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
 
 __all__ = [
@@ -40,7 +43,10 @@ __all__ = [
     "focus_bars",
     "head_bars",
     "heads_grid",
+    "induction_map",
     "lines",
+    "logit_lens",
+    "loss_lines",
     "matrix_heatmap",
     "overview",
     "paired_bars",

@@ -50,8 +50,8 @@ def _esc(value: object) -> object:
 
 
 def _esc_seq(values):
-    if isinstance(values, tuple | list):
-        return type(values)(_esc(v) for v in values)
+    if isinstance(values, tuple | list):  # nested lists too (a heatmap's cell text)
+        return type(values)(_esc_seq(v) if isinstance(v, tuple | list) else _esc(v) for v in values)
     if isinstance(values, np.ndarray) and values.dtype == object:
         return np.vectorize(_esc, otypes=[object])(values) if values.size else values
     return values
@@ -64,7 +64,7 @@ def safe(fig: go.Figure) -> go.Figure:
     which are escaped here.
     """
     for trace in fig.data:
-        for attr in ("x", "y", "customdata"):
+        for attr in ("x", "y", "customdata", "text"):
             values = getattr(trace, attr, None)
             if values is not None:
                 setattr(trace, attr, _esc_seq(values))
@@ -97,3 +97,25 @@ def _style_attention_axes(fig: go.Figure, n_tokens: int) -> None:
     every = {"dtick": 1} if n_tokens <= 40 else {}
     fig.update_yaxes(autorange="reversed", tickfont={"size": size}, type="category", **every)
     fig.update_xaxes(tickangle=-90, tickfont={"size": size}, type="category", **every)
+
+
+def style_layer_head_map(fig: go.Figure, n_layers: int, n_heads: int, title: str) -> go.Figure:
+    """Axes, size and click behaviour of a layer (rows) × head (columns) map (roles, induction scores)."""
+    fig.update_xaxes(
+        tickvals=list(range(n_heads)), ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False
+    )
+    fig.update_yaxes(
+        tickvals=list(range(n_layers)),
+        ticktext=[f"L{la}" for la in range(n_layers)],
+        autorange="reversed",
+        showgrid=False,
+        zeroline=False,
+    )
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        height=int(min(1000, max(300, 22 * n_layers + 110))),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        hovermode="closest",
+        clickmode="event+select",
+    )
+    return fig

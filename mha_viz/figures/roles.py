@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import _esc_seq, _f32, safe
+from mha_viz.figures.common import _esc_seq, _f32, safe, style_layer_head_map
 
 # A fixed colour per known label (so a label keeps its colour from text to text); other labels
 # ("[SEP] sink", "<|endoftext|> sink", ...) take the next free colour of EXTRA_COLOURS.
@@ -102,22 +102,6 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
                 showlegend=False,
             )
         )  # fmt: skip
-    fig.update_xaxes(
-        tickvals=list(range(n_heads)), ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False
-    )
-    fig.update_yaxes(
-        tickvals=list(range(n_layers)),
-        ticktext=[f"L{la}" for la in range(n_layers)],
-        autorange="reversed",
-        showgrid=False,
-        zeroline=False,
-    )
-    fig.update_layout(
-        title={"text": title or f"Head roles: {n_layers} layers × {n_heads} heads", "font": {"size": 14}},
-        height=int(min(1000, max(300, 22 * n_layers + 110))),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        hovermode="closest",
-        clickmode="event+select",
-        plot_bgcolor="white",
-    )
+    style_layer_head_map(fig, n_layers, n_heads, title or f"Head roles: {n_layers} layers × {n_heads} heads")
+    fig.update_layout(plot_bgcolor="white")
     return safe(fig)

@@ -6,11 +6,9 @@ heads, and the model's per-token loss on the first copy against the second (in-c
 
 from __future__ import annotations
 
-import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
-from mha_viz.figures.common import SEQUENTIAL, _f32, safe
+from mha_viz.figures import induction_map, loss_lines
 from mha_viz.induction import MAX_SEED, MIN_LENGTH, InductionRun, is_decoder, max_length, run_induction
 from mha_viz.ui.cache import get_model, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
@@ -26,84 +24,6 @@ COLUMNS = ("layer", "head", "induction_score")
 def get_induction(model_name: str, device: str, length: int, seed: int) -> InductionRun:
     """The experiment on the loaded model (scores [L, H], losses per position and the tokens: a few KB)."""
     return run_induction(get_model(model_name, device), length, seed)
-
-
-def induction_map(scores: np.ndarray, title: str) -> go.Figure:
-    """Layer (rows) × head (columns) heatmap of the scores, 0 to 1; one invisible marker per cell carries the
-    hover text and reports clicks as customdata (layer, head, score). Shapes: scores [L, H]."""
-    n_layers, n_heads = scores.shape
-    lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
-    fig = go.Figure(
-        go.Heatmap(
-            z=_f32(scores),
-            x=list(range(n_heads)),
-            y=list(range(n_layers)),
-            colorscale=SEQUENTIAL,
-            zmin=0.0,
-            zmax=1.0,
-            xgap=1,
-            ygap=1,
-            hoverinfo="skip",
-            colorbar={"title": {"text": "induction"}},
-        )
-    )
-    custom = _f32(np.stack([lx.ravel(), hx.ravel(), np.asarray(scores, dtype=np.float64).ravel()], axis=1))
-    fig.add_trace(
-        go.Scatter(
-            x=hx.ravel().astype(np.float32),
-            y=lx.ravel().astype(np.float32),
-            mode="markers",
-            marker={"size": max(8, min(30, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
-            customdata=custom,
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: induction %{customdata[2]:.3f}"
-            "<br>click to open<extra></extra>",
-            showlegend=False,
-        )
-    )
-    fig.update_xaxes(
-        tickvals=list(range(n_heads)), ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False
-    )
-    fig.update_yaxes(
-        tickvals=list(range(n_layers)),
-        ticktext=[f"L{la}" for la in range(n_layers)],
-        autorange="reversed",
-        showgrid=False,
-        zeroline=False,
-    )
-    fig.update_layout(
-        title={"text": title, "font": {"size": 14}},
-        height=int(min(1000, max(300, 22 * n_layers + 110))),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        hovermode="closest",
-        clickmode="event+select",
-    )
-    return safe(fig)
-
-
-def loss_lines(run: InductionRun) -> go.Figure:
-    """The loss of each token of the first copy and of the second, by position in the copy."""
-    x = np.arange(run.length)
-    fig = go.Figure(
-        [
-            go.Scatter(
-                x=x,
-                y=_f32(run.copy_losses(which)),
-                mode="lines+markers",
-                name=f"{name} copy (mean {run.mean_loss(which):.2f})",
-                hovertemplate=f"token %{{x}} of the {name} copy: loss %{{y:.2f}}<extra></extra>",
-            )
-            for which, name in ((0, "first"), (1, "second"))
-        ]
-    )
-    fig.update_xaxes(title={"text": "position in the copy"})
-    fig.update_yaxes(title={"text": "loss (nats)"}, rangemode="tozero")
-    fig.update_layout(
-        title={"text": "Per-token loss: first copy vs second copy", "font": {"size": 14}},
-        height=360,
-        legend={"orientation": "h", "y": 1.12},
-        margin={"l": 10, "r": 10, "t": 70, "b": 10},
-    )
-    return safe(fig)
 
 
 def _open_head(layer: int, head: int) -> None:
@@ -165,7 +85,7 @@ def induction_view(ctx: Ctx) -> None:
     m1, m2 = st.columns(2)
     m1.metric("Mean loss, first copy", f"{first:.2f} nats")
     m2.metric("Mean loss, second copy", f"{second:.2f} nats", delta=f"{second - first:.2f}", delta_color="inverse")
-    plot(loss_lines(run), "ind_loss", ctx.c.image_format)
+    plot(loss_lines(run.copy_losses(0), run.copy_losses(1)), "ind_loss", ctx.c.image_format)
     n_layers, n_heads = scores.shape
     rows = [[la, he, f"{scores[la, he]:.6g}"] for la in range(n_layers) for he in range(n_heads)]
     downloads("induction", csv_data=csv_bytes(COLUMNS, rows))

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz import logits
-from mha_viz.figures import matrix_heatmap
+from mha_viz.figures import logit_lens, matrix_heatmap
 from mha_viz.logits import Readout
 from mha_viz.ui.cache import get_model, get_recording, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
@@ -26,27 +25,6 @@ def get_readout(model_name: str, device: str, text: str, position: int | None) -
 
 def _open_head(layer: int, head: int) -> None:
     st.session_state.update(layer=layer, head=head, view="Heads")
-
-
-def _lens_figure(r: Readout, first: int) -> go.Figure:
-    """Layer × position: the logit lens's top guess (text) and its probability (colour)."""
-    labels = list(r.tokens.labels[first:])
-    L = r.lens_probs.shape[0]
-    text = [list(row[first:]) for row in r.lens_labels]
-    fig = go.Figure(
-        go.Heatmap(
-            z=r.lens_probs[:, first:], x=labels, y=[f"L{la}" for la in range(L)], text=text, texttemplate="%{text}",
-            colorscale="Viridis", zmin=0.0, zmax=1.0, colorbar={"title": "p"},
-            hovertemplate="after %{y}, at “%{x}”: next = %{text} (p = %{z:.3f})<extra></extra>",
-        )
-    )  # fmt: skip
-    fig.update_xaxes(type="category", tickangle=-60, title="position (the next token after it is guessed)")
-    fig.update_yaxes(type="category", autorange="reversed", title="residual stream after layer")
-    fig.update_layout(
-        title={"text": "Logit lens: the top next-token guess after each layer", "font": {"size": 14}},
-        height=int(min(900, max(320, 22 * L + 160))), margin={"l": 10, "r": 10, "t": 50, "b": 10},
-    )  # fmt: skip
-    return fig
 
 
 def next_token_view(ctx: Ctx) -> None:
@@ -68,7 +46,8 @@ def next_token_view(ctx: Ctx) -> None:
               "id": list(r.top_ids), "p": [f"{p:.4f}" for p in r.top_probs]})  # fmt: skip
 
     first = max(0, len(labels) - LENS_MAX_TOKENS)
-    plot(_lens_figure(r, first), "lens_map", ctx.c.image_format)
+    plot(logit_lens(r.lens_probs[:, first:], r.tokens.labels[first:], [row[first:] for row in r.lens_labels]),
+         "lens_map", ctx.c.image_format)  # fmt: skip
     st.caption(
         "Logit lens: the residual stream after layer l (the hidden state the next layer reads) passed through the "
         f"model's own final norm ({r.norm_kind}) and LM head, as if the model stopped there. The last row is the "
