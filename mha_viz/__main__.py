@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--init", choices=("xavier", "identity"), default="xavier")
     own.add_argument("--bias", action="store_true", help="own xavier weights with (zero) biases")
     own.add_argument("--embeddings", choices=("random", "model"), default="random")
+    own.add_argument(
+        "--tokens", choices=("pieces", "words"), default=None,
+        help="word pieces of the bundled tokenizer (default) or words split on whitespace",
+    )  # fmt: skip
     own.add_argument("--positions", action="store_true", help="add position embeddings to X")
     own.add_argument("--weights", default=None, help="own weights from a .safetensors file")
     r = sub.add_parser("roles", help="score every head's role (previous token, [SEP] sink, broad, ...) to JSON")
@@ -127,6 +131,8 @@ def _config(args: argparse.Namespace, device: str):
         with open(args.weights, "rb") as fh:
             weights = fh.read(64 * 1024 * 1024 + 1)
     own = (args.model or "").strip().lower() == "own"
+    if args.tokens == "words" and not own:
+        raise MhaVizError("--tokens words is for own weights (--model own); a pretrained model uses its tokenizer")
     return Config(
         model=(args.model or "").strip(),
         device=device,
@@ -137,6 +143,7 @@ def _config(args: argparse.Namespace, device: str):
         init=args.init,
         bias=args.bias,
         embeddings=args.embeddings,
+        tokens=args.tokens or "pieces",
         positions=args.positions,
         weights_file=weights,
         heads=None if own else args.heads,

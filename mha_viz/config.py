@@ -13,6 +13,7 @@ OWN = "own"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the bundled offline model
 PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 EMBEDDINGS = ("random", "model")
+TOKENS = ("pieces", "words")  # own weights: the bundled tokenizer's word pieces, or words split on whitespace
 
 
 def hosted() -> bool:
@@ -36,6 +37,7 @@ class Config:
     init: str = "xavier"
     bias: bool = False
     embeddings: str = "random"  # "random" (seeded per token id) | "model" (the tokenizer model's)
+    tokens: str = "pieces"  # "pieces" (bundled tokenizer, [CLS]/[SEP]) | "words" (split on whitespace)
     positions: bool = False  # add position embeddings to X (sinusoidal for random, the model's otherwise)
     weights_file: bytes | None = field(default=None, repr=False)
     # what-ifs

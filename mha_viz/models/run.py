@@ -90,6 +90,24 @@ def token_embeddings(lm: LoadedModel, ids: tuple[int, ...], positions: bool = Fa
     return x.detach().float().cpu().clone()
 
 
+def word_embeddings(lm: LoadedModel, words: Sequence[str], positions: bool = False) -> torch.Tensor:
+    """Each word's embedding as the mean of its word pieces' input embeddings (no special tokens), plus the
+    model's learned position embedding at the word's position if asked. Shapes: returns [len(words), d_model].
+    """
+    pieces = lm.tokenizer(list(words), add_special_tokens=False)["input_ids"]
+    rows = []
+    for word, ids in zip(words, pieces, strict=True):
+        if not ids:
+            raise MhaVizError(f"{lm.name}'s tokenizer reads nothing in the word {word[:40]!r}; remove it")
+        rows.append(token_embeddings(lm, tuple(ids)).mean(0))  # [d_model]
+    x = torch.stack(rows)  # [n_words, d_model]
+    pos = _position_embeddings(lm.model) if positions else None
+    if pos is not None:
+        with torch.no_grad():
+            x = x + pos(torch.arange(len(words), device=pos.weight.device)).detach().float().cpu()
+    return x
+
+
 def _position_embeddings(model: torch.nn.Module) -> torch.nn.Embedding | None:
     for name, mod in model.named_modules():
         if name.endswith(("position_embeddings", "wpe")) and isinstance(mod, torch.nn.Embedding):

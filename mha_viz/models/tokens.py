@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from mha_viz.trace import MhaVizError
@@ -84,3 +85,31 @@ def decoder_tokens(tokenizer: object, target: str, start_id: int, max_tokens: in
     (teacher forcing, as in training)."""
     body = tokenize(tokenizer, target, max_tokens - 1, model_name, what="target text")
     return make_tokens(tokenizer, [int(start_id), *body.ids])
+
+
+MAX_WORDS = 512  # the same cap as word pieces (the bundled tokenizer's model takes 512)
+
+
+def word_id(word: str) -> int:
+    """A word's stable id: the first 8 bytes of sha256(word's UTF-8), big-endian, top bit cleared.
+
+    The same word gets the same id in every process (unlike Python's salted hash()); case matters."""
+    return int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "big") >> 1
+
+
+def word_tokens(text: str, max_words: int = MAX_WORDS) -> Tokens:
+    """Word-level tokens: ``text`` split on whitespace, no [CLS]/[SEP], ids from word_id.
+
+    Raises MhaVizError for empty text and for more than ``max_words`` words."""
+    words = clean_text(text).split()
+    if not words:
+        raise MhaVizError("the text is empty; type a sentence to analyse")
+    if len(words) > max_words:
+        raise MhaVizError(f"the text has {len(words)} words; word tokens take at most {max_words}. Shorten the text")
+    pieces = [readable(w) for w in words]
+    return Tokens(
+        ids=tuple(word_id(w) for w in words),
+        pieces=tuple(pieces),
+        labels=distinct_labels(pieces),
+        special=tuple(False for _ in words),
+    )

@@ -70,7 +70,7 @@ def get_own(config: Config, text: str) -> tuple[Tokens, AttentionTrace]:
 
 def get_base(config: Config, text: str, target: str | None, part: str | None, layer: int) -> Base:
     if config.own:  # sizes only: the trace itself waits until the view's budget is checked
-        tokens = pipeline.encode(model_of(config), text)[0]
+        tokens = pipeline.own_tokens(model_of(config), text, config)
         w = get_own_weights(config)
         return Base(tokens, tokens, "encoder", ("encoder",), 1, w.n_heads, w.n_kv_heads, w.d_head, w.d_model, False,
                     True, "own weights", True)  # fmt: skip
@@ -109,10 +109,8 @@ def sweep_counts(width: int) -> list[int]:
 def _plain_layer(config: Config, text: str, target: str | None, part: str | None, layer: int):
     """(weights, X) of a plain-linear layer (own weights: the whole layer)."""
     if config.own:
-        lm = model_of(config)
-        tokens = pipeline.encode(lm, text)[0]
         w = pipeline.own_weights(config)
-        return w, pipeline.own_input(lm, tokens, config, w.d_model)
+        return w, pipeline.own_input(model_of(config), text, config, w.d_model)[1]
     lm = model_of(config)
     rec = recording_of(config, text, target)
     part = lm.part(part)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from mha_viz.attention import available_devices, resolve_device
-from mha_viz.config import DEFAULT_MODEL, EMBEDDINGS, OWN, PART_NAMES, Config
+from mha_viz.config import DEFAULT_MODEL, EMBEDDINGS, OWN, PART_NAMES, TOKENS, Config
 from mha_viz.models.sources import allowed_models
 from mha_viz.own import INITS, MAX_D_MODEL
 from mha_viz.trace import MhaVizError
@@ -47,6 +47,7 @@ SOURCE_NOTES = {
     "bundled": "Encoder (BERT): 6 layers × 12 heads, d_model 384, offline.",
     "smollm2": "Decoder (LLaMA): 30 layers × 9 query heads sharing 3 K/V heads, rotary positions, d_model 576.",
 }
+OWN_TOKENS = {"pieces": "word pieces (bundled tokenizer)", "words": "words (split on spaces)"}  # labels go in URLs
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 VIEWS = (
@@ -89,7 +90,7 @@ def _use_example() -> None:
 
 
 def load_seed_example() -> None:
-    """Seed 000's worked example: own weights, d_model 512, 8 heads (d_k 64), "humpty dumpty sat on"."""
+    """Seed 000's worked example: own weights, d_model 512, 8 heads (d_k 64), "humpty dumpty sat on" as 4 words."""
     st.session_state.update(
         src="own",
         d_model=512,
@@ -97,18 +98,20 @@ def load_seed_example() -> None:
         seed=0,
         init="xavier",
         emb="random",
+        own_tokens="words",
         text="humpty dumpty sat on",
         view="Step by step",
     )
 
 
 def _own_controls() -> dict:
-    st.sidebar.caption("Own weights: one attention layer; X from the bundled tokenizer's tokens.")
+    st.sidebar.caption("Own weights: one attention layer; X from the text's tokens (word pieces or words).")
     check_int("d_model", 1, MAX_D_MODEL, 512)
     check_int("own_heads", 1, MAX_OWN_HEADS, 8)
     check_int("seed", 0, MAX_SEED, 0)
     check_choice("init", INITS, INITS[0])
     check_choice("emb", EMBEDDINGS, EMBEDDINGS[0])
+    check_choice("own_tokens", [OWN_TOKENS[t] for t in TOKENS], OWN_TOKENS[TOKENS[0]])
     check_bool("pos", False)
     d_model = st.sidebar.number_input("d_model", 1, MAX_D_MODEL, 512, key="d_model", bind="query-params")
     heads = st.sidebar.number_input("Number of heads", 1, MAX_OWN_HEADS, 8, key="own_heads", bind="query-params")
@@ -120,12 +123,17 @@ def _own_controls() -> dict:
         bind="query-params",
         help="xavier: as torch.nn.MultiheadAttention; identity: attention = embedding similarity",
     )
+    tokens = st.sidebar.radio(
+        "Tokens", TOKENS, format_func=OWN_TOKENS.get, key="own_tokens", bind="query-params",
+        help="words: the text split on spaces, no [CLS]/[SEP] (seed 000's 'humpty dumpty sat on' is 4 tokens)",
+    )  # fmt: skip
     emb = st.sidebar.selectbox(
         "Embeddings (X)",
         EMBEDDINGS,
         key="emb",
         bind="query-params",
-        help=f"random: seeded per token; model: {DEFAULT_MODEL}'s token embeddings (d_model 384)",
+        help=f"random: seeded per token (per word: a sha256 of the word); model: {DEFAULT_MODEL}'s token "
+        "embeddings (d_model 384; a word gets the mean of its word pieces' embeddings)",
     )
     pos = st.sidebar.checkbox("Add position embeddings", False, key="pos", bind="query-params")
     upload = st.sidebar.file_uploader("Load weights (.safetensors)", type=["safetensors"], key="upload")
@@ -141,6 +149,7 @@ def _own_controls() -> dict:
         "seed": int(seed),
         "init": init,
         "embeddings": emb,
+        "tokens": tokens,
         "positions": bool(pos),
         "weights_file": data,
     }
@@ -264,7 +273,7 @@ def mask_controls(controls: Controls, decoder: bool) -> Controls:
             "Causal mask", False, key="causal", bind="query-params", help="Token t sees only tokens ≤ t."
         )
         hide = slot.toggle("Hide special tokens ([CLS], [SEP])", False, key="hide_special", bind="query-params")
-        slot.button("Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads")
+        slot.button("Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads, word tokens")
     config = controls.config.replace(causal=bool(causal) and not decoder)
     return dataclasses.replace(controls, config=config, causal=bool(causal), hide_special=bool(hide))
 
