@@ -188,8 +188,8 @@ def test_own_weights_and_seed_example(minilm) -> None:
     assert_clean(at)
     assert at.sidebar.number_input(key="d_model").value == 512
     assert at.sidebar.text_input(key="text").value == "humpty dumpty sat on"
-    # [CLS] hum ##pt ##y dump ##ty sat on [SEP]: 9 tokens; d_k = 512 / 8
-    assert "[9 × 512]" in step(at, "1. X")[0] and "[9 × 64]" in step(at, "2. Q_0")[0]
+    # word tokens (humpty dumpty sat on): 4 tokens, as seed 000 has them; d_k = 512 / 8
+    assert "[4 × 512]" in step(at, "1. X")[0] and "[4 × 64]" in step(at, "2. Q_0")[0]
     at.sidebar.number_input(key="own_heads").set_value(7).run()
     assert not at.exception and "not divisible" in at.error[0].value
 

@@ -94,7 +94,7 @@ def word_id(word: str) -> int:
     """A word's stable id: the first 8 bytes of sha256(word's UTF-8), big-endian, top bit cleared.
 
     The same word gets the same id in every process (unlike Python's salted hash()); case matters."""
-    return int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "big") >> 1
+    return int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "big") & (2**63 - 1)
 
 
 def word_tokens(text: str, max_words: int = MAX_WORDS) -> Tokens:

@@ -273,7 +273,9 @@ def mask_controls(controls: Controls, decoder: bool) -> Controls:
             "Causal mask", False, key="causal", bind="query-params", help="Token t sees only tokens ≤ t."
         )
         hide = slot.toggle("Hide special tokens ([CLS], [SEP])", False, key="hide_special", bind="query-params")
-        slot.button("Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads, word tokens")
+        slot.button(
+            "Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads, word tokens"
+        )
     config = controls.config.replace(causal=bool(causal) and not decoder)
     return dataclasses.replace(controls, config=config, causal=bool(causal), hide_special=bool(hide))
 
