@@ -42,6 +42,7 @@ from mha_viz.ui.views import (
     wo_view,
 )
 from mha_viz.ui.views.induction import induction_view
+from mha_viz.ui.views.masks import masks_view
 from mha_viz.ui.views.next_token import next_token_view
 from mha_viz.ui.views.wo import WO_MODES
 
@@ -55,6 +56,7 @@ VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Two sentences": two_view,
     "Head count": headcount_view,
     "W^O": wo_view,
+    "Masks": masks_view,
     "Ablation": ablation_view,
     "Rollout": rollout_view,
     "Step by step": step_view,

@@ -58,6 +58,7 @@ VIEWS = (
     "Two sentences",
     "Head count",
     "W^O",
+    "Masks",
     "Ablation",
     "Rollout",
     "Step by step",
