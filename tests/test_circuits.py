@@ -17,7 +17,7 @@ from mha_viz.pipeline import traces
 
 def _weights(d: int = 24, dh: int = 4, h: int = 2, kv: int = 2, seed: int = 0) -> HeadWeights:
     g = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    r = lambda *s: torch.randn(*s, generator=g)
     return HeadWeights(r(h, d, dh), r(kv, d, dh), r(kv, d, dh), r(h, dh, d), rotary=False)
 
 

@@ -50,7 +50,7 @@ def test_decoder_measure_is_the_loss_increase() -> None:
 
     intact = run_model(lm, ids, record=False).logits[0]
     cut = run_model(lm, ids, ablate={("decoder", 0): [1, 3]}, record=False).logits[0]
-    ce = lambda lg: torch.nn.functional.cross_entropy(lg[:-1].double(), ids[0, 1:])  # noqa: E731
+    ce = lambda lg: torch.nn.functional.cross_entropy(lg[:-1].double(), ids[0, 1:])
     assert scorer.score([(0, 1), (0, 3)]) == pytest.approx(float(ce(cut) - ce(intact)), abs=1e-9)
     assert scorer.score([]) == 0.0
 
@@ -77,3 +77,29 @@ def test_curve_steps_thin_out_for_big_models() -> None:
     steps = im.curve_steps(270)
     assert steps[0] == 0 and steps[-1] == 270 and len(steps) <= im.CURVE_POINTS
     assert steps == sorted(set(steps))
+
+
+def test_cli_contract(minilm, tmp_path, capsys) -> None:
+    import csv
+
+    from mha_viz.__main__ import main
+
+    out, curve = tmp_path / "imp.csv", tmp_path / "curve.csv"
+    assert main(["importance", "--text", SENTENCE, "--out", str(out), "--curve", str(curve)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == ["layer", "head", "importance"] and len(rows) == 72
+    expected = im.head_importance(im.Scorer(minilm, [SENTENCE]))
+    got = np.zeros((6, 12))
+    for r in rows:
+        got[int(r["layer"]), int(r["head"])] = float(r["importance"])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-9)
+    points = list(csv.DictReader(curve.open()))
+    assert float(points[0]["by_importance"]) == 0.0 and int(points[-1]["heads_removed"]) == 72
+    everything = im.Scorer(minilm, [SENTENCE]).score([(la, h) for la in range(6) for h in range(12)])
+    assert float(points[-1]["by_importance"]) == pytest.approx(everything, rel=1e-5)
+    assert float(points[-1]["random_mean"]) == pytest.approx(everything, rel=1e-5)
+    assert "L5H" in capsys.readouterr().out
+    assert main(["importance", "--text", SENTENCE, "--out", str(tmp_path / "x.txt")]) == 2
+    assert main(["importance", "--text", SENTENCE, "--model", "own", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("mha-viz: error:") for line in err)
