@@ -29,6 +29,7 @@ from mha_viz.trace import MhaVizError
 Progress = Callable[[float, str], None]
 Head = tuple[int, int]  # (layer, head)
 CURVE_POINTS = 80  # at most this many points per curve (every step for smaller models)
+RANDOM_SEEDS = (0, 1, 2)  # the random orders a pruning curve is compared with
 
 
 def measure_name(lm: LoadedModel) -> str:

@@ -11,7 +11,6 @@ from mha_viz.trace import MhaVizError
 
 COLUMNS = ("layer", "head", "importance")
 CURVE_COLUMNS = ("heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max")
-RANDOM_SEEDS = (0, 1, 2)
 
 
 def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
@@ -61,7 +60,7 @@ def command(args: argparse.Namespace) -> None:
     order = im.pruning_order(imp)
     steps = im.curve_steps(len(order))
     greedy = im.pruning_curve(scorer, order, steps)
-    rand = np.stack([im.pruning_curve(scorer, o, steps) for o in im.random_orders(scorer.heads, RANDOM_SEEDS)])
+    rand = np.stack([im.pruning_curve(scorer, o, steps) for o in im.random_orders(scorer.heads, im.RANDOM_SEEDS)])
     with open(curve_path, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(CURVE_COLUMNS)
@@ -73,5 +72,5 @@ def command(args: argparse.Namespace) -> None:
     half = steps.index(min(steps, key=lambda k: abs(k - len(order) / 2)))
     print(
         f"wrote {curve_path}: {len(steps)} points; with {steps[half]} of {len(order)} heads removed: "
-        f"{greedy[half]:.4g} by importance, {rand[:, half].mean():.4g} in random order (mean of {len(RANDOM_SEEDS)})"
+        f"{greedy[half]:.4g} by importance, {rand[:, half].mean():.4g} in random order (mean of {len(im.RANDOM_SEEDS)})"
     )

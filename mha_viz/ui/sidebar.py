@@ -58,6 +58,8 @@ VIEWS = (
     "Head count",
     "W^O",
     "Ablation",
+    "Head importance",
+    "Circuits",
     "Rollout",
     "Step by step",
     "Overview",
