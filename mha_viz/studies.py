@@ -16,6 +16,7 @@ from mha_viz.edits import apply_wo, regroup_heads
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, readable
+from mha_viz.norms import shown_pattern
 from mha_viz.pipeline import Recording, encode, layer_trace, sizes
 from mha_viz.roles import SCORE_KEYS, head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace, AttentionWeights
@@ -71,11 +72,14 @@ def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> fl
     return float((mha - plain).abs().max())
 
 
-def all_patterns(lm: LoadedModel, rec: Recording, part: str | None, config: Config) -> np.ndarray:
-    """Every layer's attention pattern of one part. Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
+def all_patterns(
+    lm: LoadedModel, rec: Recording, part: str | None, config: Config, measure: str = "weight"
+) -> np.ndarray:
+    """Every layer's attention pattern of one part: the weights, or the row-normalised contributions
+    (norms.shown_pattern). Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
     part = lm.part(part)
     budget.check("Overview", sizes(rec, part, 0, lm.n_layers(part)), what="Every layer's pattern")
-    found = [layer_trace(lm, rec, part, i, config).pattern.numpy() for i in range(lm.n_layers(part))]
+    found = [shown_pattern(layer_trace(lm, rec, part, i, config), measure) for i in range(lm.n_layers(part))]
     return np.stack(found).astype(np.float32)
 
 

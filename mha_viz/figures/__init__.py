@@ -6,7 +6,7 @@ distinct (see models.tokens.distinct_labels) or a categorical axis would merge r
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
 overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
-bars (focus_bars, head_bars, token_bars, paired_bars, lines).
+bars (focus_bars, head_bars, token_bars, paired_bars, lines), importance (pruning_figure, spectra).
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
@@ -25,6 +25,7 @@ from mha_viz.figures.common import (
 )
 from mha_viz.figures.grids import heads_grid, overview
 from mha_viz.figures.heatmap import matrix_heatmap
+from mha_viz.figures.importance import pruning_figure, spectra
 from mha_viz.figures.induction import induction_map, loss_lines
 from mha_viz.figures.lens import logit_lens
 from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
@@ -51,8 +52,10 @@ __all__ = [
     "overview",
     "paired_bars",
     "pool_blocks",
+    "pruning_figure",
     "role_colours",
     "roles_map",
     "safe",
+    "spectra",
     "token_bars",
 ]

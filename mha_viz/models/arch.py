@@ -33,6 +33,7 @@ class Site:
     qkv: tuple[str, ...]  # plain-linear Q, K, V modules (one name when fused as Q|K|V); () when not plain
     causal: bool
     pre_rotary: tuple[str, ...] = ()  # (q, k) projections that the model rotates afterwards (rotary, no QK-norm)
+    v: str = ""  # the plain-linear V projection where Q and K are not plain ("" when not found or plain)
 
 
 def is_linear(module: torch.nn.Module) -> bool:
@@ -113,7 +114,9 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
         layer = counts.get(part, 0)
         counts[part] = layer + 1
         plain = _plain_qkv(call, seen) if part != "cross" else ()
-        sites.append(Site(name, part, layer, wo, plain, causal, () if plain else _pre_rotary(call, seen)))
+        rotary = () if plain else _pre_rotary(call, seen)
+        v = "" if plain or part == "cross" else _plain_v(call, seen)
+        sites.append(Site(name, part, layer, wo, plain, causal, rotary, v))
     return tuple(sites)
 
 
@@ -130,6 +133,11 @@ def _plain_qkv(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -
             if all(_same(_heads_view(a, t), t) for a, t in ((yq, call.q), (yk, call.k), (yv, call.v))):
                 return (name,)
     return tuple(found[k] for k in "qkv") if len(found) == 3 else ()
+
+
+def _plain_v(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -> str:
+    """The module whose output is exactly v (separate projections only), else ""."""
+    return next((name for name, _, y in seen if _same(_heads_view(y, call.v), call.v)), "")
 
 
 def _norms(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:

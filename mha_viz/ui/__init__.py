@@ -41,6 +41,8 @@ from mha_viz.ui.views import (
     where_view,
     wo_view,
 )
+from mha_viz.ui.views.circuits import circuits_view
+from mha_viz.ui.views.importance import importance_view
 from mha_viz.ui.views.induction import induction_view
 from mha_viz.ui.views.masks import masks_view
 from mha_viz.ui.views.next_token import next_token_view
@@ -58,6 +60,8 @@ VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "W^O": wo_view,
     "Masks": masks_view,
     "Ablation": ablation_view,
+    "Head importance": importance_view,
+    "Circuits": circuits_view,
     "Rollout": rollout_view,
     "Step by step": step_view,
     "Overview": overview_view,

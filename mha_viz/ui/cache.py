@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from mha_viz import pipeline, studies
+from mha_viz import circuit_report, importance, pipeline, studies
 from mha_viz.config import Config
 from mha_viz.edits import divisors
 from mha_viz.own import save_weights
 from mha_viz.pipeline import LoadedModel, Tokens
 from mha_viz.trace import AttentionTrace, AttentionWeights
-from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.memo import CACHES, SizedCache, sized_cache
 
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
 
@@ -96,10 +96,12 @@ def get_trace(config: Config, text: str, target: str | None, part: str | None, l
 
 
 @sized_cache(max_entries=16, max_mb=192)
-def get_all_patterns(config: Config, text: str, target: str | None, part: str | None) -> np.ndarray:
-    """Every layer's pattern of one part. Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
+def get_all_patterns(
+    config: Config, text: str, target: str | None, part: str | None, measure: str = "weight"
+) -> np.ndarray:
+    """Every layer's pattern of one part (weights, or contribution shares). Shapes: [L, H, q_pos, k_pos] float32."""
     lm = model_of(config)
-    return studies.all_patterns(lm, recording_of(config, text, target), part, config)
+    return studies.all_patterns(lm, recording_of(config, text, target), part, config, measure)
 
 
 def sweep_counts(width: int) -> list[int]:
@@ -160,3 +162,69 @@ def get_weights_file(config: Config) -> bytes:
 def tokens_of(config: Config, text: str) -> Tokens:
     """The text's tokens with this config's model (for a second sentence)."""
     return pipeline.encode(model_of(config), text)[0] if not config.own else get_own(config, text)[0]
+
+
+# --- issue 13: circuits, importance ----------------------------------------------------------------
+@sized_cache(max_entries=8, max_mb=64)
+def get_head_weights(config: Config, part: str, layer: int) -> circuit_report.HeadWeights:
+    return circuit_report.layer_weights(model_of(config), part, layer)
+
+
+@sized_cache(max_entries=8, max_mb=1)
+def get_copying_map(config: Config, part: str) -> np.ndarray:
+    """Every head's OV copying score. Shapes: [n_layers, n_heads]."""
+    return circuit_report.copying_map(model_of(config), part)
+
+
+@sized_cache(max_entries=32, max_mb=4)
+def get_token_pairs(config: Config, text: str, target: str | None, part: str, layer: int, head: int) -> dict:
+    lm = model_of(config)
+    ids = recording_of(config, text, target).query_tokens(lm.part(part)).ids
+    return circuit_report.token_pairs(lm, get_head_weights(config, part, layer), head, ids)
+
+
+IMPORTANCE = SizedCache("importance", max_entries=16, max_bytes=4 * 2**20)
+CACHES.append(IMPORTANCE)
+
+
+def _imp_key(kind: str, config: Config, texts: tuple[str, ...], target: str | None, part: str) -> tuple:
+    return (kind, config.model_name, config.model_device, texts, target, part)
+
+
+def has_importance(kind: str, config: Config, texts: tuple[str, ...], target: str | None, part: str) -> bool:
+    """Whether the importance scan ("importance") or the pruning curve ("curve") is already computed."""
+    return _imp_key(kind, config, texts, target, part) in IMPORTANCE
+
+
+def get_importance(
+    config: Config, texts: tuple[str, ...], target: str | None, part: str, progress: importance.Progress | None = None
+) -> np.ndarray:
+    """Every head's importance (see importance.head_importance), computed once per (model, texts, part)."""
+    key = _imp_key("importance", config, texts, target, part)
+
+    def compute() -> np.ndarray:
+        return importance.head_importance(importance.Scorer(model_of(config), texts, part, target), progress)
+
+    return IMPORTANCE.get_or_compute(key, compute)
+
+
+def get_curve(
+    config: Config, texts: tuple[str, ...], target: str | None, part: str, progress: importance.Progress | None = None
+) -> dict[str, np.ndarray]:
+    """The pruning curve by importance and in random orders: {"steps", "by_importance", "random" [r, k]}."""
+    key = _imp_key("curve", config, texts, target, part)
+
+    def compute() -> dict[str, np.ndarray]:
+        lm = model_of(config)
+        scorer = importance.Scorer(lm, texts, part, target)
+        order = importance.pruning_order(get_importance(config, texts, target, part))
+        steps = importance.curve_steps(len(order))
+        orders = [order, *importance.random_orders(scorer.heads, importance.RANDOM_SEEDS)]
+        runs = []
+        for i, o in enumerate(orders):
+            what = "least important first: " if i == 0 else f"random order {i} of {len(orders) - 1}: "
+            part_progress = None if progress is None else (lambda f, s, i=i: progress((i + f) / len(orders), s))
+            runs.append(importance.pruning_curve(scorer, o, steps, part_progress, what))
+        return {"steps": np.asarray(steps), "by_importance": runs[0], "random": np.stack(runs[1:])}
+
+    return IMPORTANCE.get_or_compute(key, compute)

@@ -125,10 +125,13 @@ def head_names(n: int) -> list[str]:
     return [f"head {i}" for i in range(n)]
 
 
-def layer_head_map(values: np.ndarray, title: str, value_name: str, key: str, image_format: str) -> None:
-    """One number per layer × head as a heatmap (rows L0…, columns H0…). Shapes: values [L, H]."""
+def layer_head_map(
+    values: np.ndarray, title: str, value_name: str, key: str, image_format: str, on_select: Callable | str = "ignore"
+) -> None:
+    """One number per layer × head as a heatmap (rows L0…, columns H0…), clickable with ``on_select``.
+    Shapes: values [L, H]."""
     L, H = values.shape
     fig = matrix_heatmap(
         values, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], title, value_name=value_name
     )
-    plot(fig, key, image_format)
+    plot(fig, key, image_format, on_select=on_select)

@@ -73,6 +73,10 @@ class SizedCache:
                 self.total -= dropped
         return value
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._items
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -60,6 +60,8 @@ VIEWS = (
     "W^O",
     "Masks",
     "Ablation",
+    "Head importance",
+    "Circuits",
     "Rollout",
     "Step by step",
     "Overview",

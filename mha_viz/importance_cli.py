@@ -1,0 +1,76 @@
+"""``python -m mha_viz importance``: every head's importance to CSV, and the pruning curve with --curve."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+
+import numpy as np
+
+from mha_viz.trace import MhaVizError
+
+COLUMNS = ("layer", "head", "importance")
+CURVE_COLUMNS = ("heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max")
+
+
+def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
+    p = sub.add_parser("importance", help="each head's importance by ablation to CSV (and the pruning curve)")
+    p.add_argument("--text", required=True, action="append", help="the text (repeat --text to average over texts)")
+    p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
+    p.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
+    p.add_argument("--part", choices=parts, default=None, help="whose heads (default: the model's first attention)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    p.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, importance)")
+    p.add_argument(
+        "--curve",
+        default=None,
+        help="also write FILE.csv: the pruning curve (heads removed least important first, against random orders)",
+    )
+
+
+def _csv_path(path: str, flag: str) -> str:
+    if not path.endswith(".csv"):
+        raise MhaVizError(f"{flag} must name a .csv file, got {path!r}")
+    return path
+
+
+def command(args: argparse.Namespace) -> None:
+    from mha_viz import importance as im
+    from mha_viz.attention import resolve_device
+    from mha_viz.config import Config
+    from mha_viz.pipeline import load
+
+    out = _csv_path(args.out, "--out")
+    curve_path = None if args.curve is None else _csv_path(args.curve, "--curve")
+    if (args.model or "").strip().lower() == "own":
+        raise MhaVizError("importance needs a pretrained model; own weights are one layer with no output to measure")
+    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    scorer = im.Scorer(lm, args.text, args.part, args.target)
+    imp = im.head_importance(scorer)
+    L, H = imp.shape
+    with open(out, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(COLUMNS)
+        writer.writerows([la, h, f"{imp[la, h]:.6g}"] for la in range(L) for h in range(H))
+    top = sorted(((imp[la, h], la, h) for la in range(L) for h in range(H)), reverse=True)[:5]
+    print(f"wrote {out}: {L * H} heads; measure: {im.measure_name(lm)}")
+    print("most important: " + ", ".join(f"L{la}H{h} {v:.4g}" for v, la, h in top))
+    if curve_path is None:
+        return
+    order = im.pruning_order(imp)
+    steps = im.curve_steps(len(order))
+    greedy = im.pruning_curve(scorer, order, steps)
+    rand = np.stack([im.pruning_curve(scorer, o, steps) for o in im.random_orders(scorer.heads, im.RANDOM_SEEDS)])
+    with open(curve_path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(CURVE_COLUMNS)
+        for i, k in enumerate(steps):
+            r = rand[:, i]
+            writer.writerow(
+                [k, f"{k / len(order):.6g}", f"{greedy[i]:.6g}", *(f"{v:.6g}" for v in (r.mean(), r.min(), r.max()))]
+            )
+    half = steps.index(min(steps, key=lambda k: abs(k - len(order) / 2)))
+    print(
+        f"wrote {curve_path}: {len(steps)} points; with {steps[half]} of {len(order)} heads removed: "
+        f"{greedy[half]:.4g} by importance, {rand[:, half].mean():.4g} in random order (mean of {len(im.RANDOM_SEEDS)})"
+    )

@@ -1,0 +1,91 @@
+"""The Circuits tab: a head's QK circuit (where to look) and OV circuit (what is moved), from its weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import circuits
+from mha_viz.figures import spectra
+from mha_viz.ui.cache import get_copying_map, get_head_weights, get_token_pairs
+from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, valid_choice
+
+CIRCUITS_TEXT = (
+    "Head h scores query x_i against key x_j by x_i·W_Q^h·(x_j·W_K^h)ᵀ, so **W_Q^h·W_K^hᵀ** (the *QK circuit*, "
+    "d_model × d_model) decides where it looks; what it moves from j to i is x_j·W_V^h·W_O^h, so **W_V^h·W_O^h** "
+    "(the *OV circuit*) decides what is moved. Both have rank ≤ d_head; everything here is computed through the "
+    "small d_head × d_head factors. **Copying score** = Re(Σλ)/Σ|λ| over the OV circuit's eigenvalues: 1 for a head "
+    "that writes back what it reads (copying), −1 for one that suppresses it. Elhage et al. 2021, *A Mathematical "
+    "Framework for Transformer Circuits*."
+)
+
+
+def _open_from_map() -> None:
+    for p, _ in clicked_points("copy_map"):  # x "H3", y "L5"
+        x, y = str(p.get("x", "")), str(p.get("y", ""))
+        if x.startswith("H") and y.startswith("L"):
+            st.session_state.update(layer=int(y[1:]), circ_head=int(x[1:]))
+            return
+
+
+def circuits_view(ctx: Ctx) -> None:
+    if needs_pretrained(ctx):
+        return
+    ctx.hiding_not_applied("circuits are properties of the weights, not of the tokens shown.")
+    st.markdown(CIRCUITS_TEXT)
+    w = get_head_weights(ctx.config, ctx.part, ctx.layer)
+    h = w.W_O.shape[0]
+    valid_choice("circ_head", list(range(h)), 0)
+    head = int(st.selectbox("Head", list(range(h)), key="circ_head", format_func=lambda i: f"head {i}",
+                            bind="query-params"))  # fmt: skip
+    if w.rotary:
+        st.info(
+            "This model rotates queries and keys by their positions (rotary embeddings) after W_Q and W_K. The QK "
+            "circuit shown is W_Q·W_Kᵀ before rotation: the score a query and a key would get at the same position; "
+            "at distance t the model turns it by position-dependent angles, so the real preference also depends on "
+            "how far apart the tokens are."
+        )
+    for note in dict.fromkeys(n for n in (w.qk_note, w.ov_note) if n):
+        st.caption(f"Not shown: {note}.")
+    qk, ov = circuits.qk_singular_values(w, head), circuits.ov_singular_values(w, head)
+    plot(spectra(qk, ov, f"{ctx.where.capitalize()}, head {head}: singular values"), "spectra", ctx.c.image_format)
+    score = circuits.head_copying_score(w, head)
+    if score is not None:
+        st.metric(f"Copying score of head {head}", f"{score:+.3f}")
+    pairs = get_token_pairs(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, head)
+    c1, c2 = st.columns(2)
+    if pairs["ov"]:
+        c1.markdown(f"**OV: what each token of the text writes when attended to** (read through {pairs['ov_reads']})")
+        c1.table({
+            "source token": [s for s, _ in pairs["ov"]],
+            "top destinations (score)": [", ".join(f"{t} ({v:.3g})" for t, v in dest) for s, dest in pairs["ov"]],
+        })  # fmt: skip
+    if pairs["qk"]:
+        c2.markdown("**QK: the query → key token pairs of this text the circuit favours most**")
+        c2.table({
+            "query": [a for a, _, _ in pairs["qk"]],
+            "key": [b for _, b, _ in pairs["qk"]],
+            "score": [f"{v:.3g}" for _, _, v in pairs["qk"]],
+        })  # fmt: skip
+    st.caption(
+        "Token pairs use the raw token embeddings, leaving out the layer norms, positions and every earlier layer: "
+        "they show what the weights lean towards, not what this text computes (the Heads tab shows that)."
+    )
+    scores = get_copying_map(ctx.config, ctx.part)  # [L, H]
+    if not np.isfinite(scores).all():
+        st.info("The copying map needs every layer's V as a fixed linear map; this model's is not (see above).")
+        return
+    layer_head_map(scores.astype(np.float32), "OV copying score of every head; click a cell to open it here",
+                   "copying score", "copy_map", ctx.c.image_format, on_select=_open_from_map)  # fmt: skip
+    L, H = scores.shape
+    rows = [[la, he, f"{scores[la, he]:.6g}"] for la in range(L) for he in range(H)]
+    downloads(
+        "circuits",
+        npz={
+            "qk_singular_values": np.asarray([] if qk is None else qk),
+            "ov_singular_values": np.asarray([] if ov is None else ov),
+            "copying_scores": scores,
+        },
+        csv_data=csv_bytes(["layer", "head", "copying_score"], rows),
+    )

@@ -1,0 +1,59 @@
+"""Norm-based attention (Kobayashi et al. 2020) against a direct computation from the trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SENTENCE
+from mha_viz import norms
+from mha_viz.config import Config
+from mha_viz.models.load import load_model
+from mha_viz.pipeline import traces
+
+
+def _direct(t) -> np.ndarray:
+    """‖α_ij · v_j W_O^h‖ one vector at a time."""
+    h, n, nk = t.pattern.shape
+    out = np.zeros((h, n, nk))
+    for head in range(h):
+        v = t.v[head // t.group].double()
+        for i in range(n):
+            for j in range(nk):
+                out[head, i, j] = torch.linalg.vector_norm(t.pattern[head, i, j].double() * v[j] @ t.W_O[head].double())
+    return out
+
+
+def test_contributions_equal_the_norm_of_what_each_key_sends(minilm) -> None:
+    _, _, (t,) = traces(Config(), SENTENCE, layers=[5], lm=minilm)
+    c = norms.contributions(t)
+    np.testing.assert_allclose(c, _direct(t), rtol=1e-9, atol=1e-12)
+    shares = norms.shown_pattern(t, "contribution")
+    np.testing.assert_allclose(shares.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(shares, c / c.sum(-1, keepdims=True), atol=1e-6)
+    np.testing.assert_array_equal(norms.shown_pattern(t, "weight"), t.pattern.numpy())
+    with pytest.raises(ValueError):
+        norms.shown_pattern(t, "nonsense")
+
+
+def test_grouped_query_heads_read_their_kv_head(llama_dir: str) -> None:
+    lm = load_model(llama_dir, "cpu")
+    _, _, (t,) = traces(Config(model=llama_dir), SENTENCE, layers=[0], lm=lm)
+    assert t.group == 2
+    np.testing.assert_allclose(norms.contributions(t), _direct(t), rtol=1e-9, atol=1e-12)
+
+
+def test_sink_collapses_under_contribution_on_minilm(minilm) -> None:
+    """MiniLM's layer-5 heads put much weight on [CLS]/[SEP] whose vectors move little: the share drops."""
+    _, _, (t,) = traces(Config(), SENTENCE, layers=[5], lm=minilm)
+    sink = [lab in ("[CLS]", "[SEP]") for lab in t.key_tokens]
+    s = norms.sink_shares(t.pattern.numpy(), norms.contributions(t), sink)
+    pattern = t.pattern.numpy()
+    np.testing.assert_allclose(s["weight"], pattern[..., np.asarray(sink)].sum(-1).mean(-1), rtol=1e-6)
+    assert s["contribution"].mean() < s["weight"].mean()
+
+
+def test_row_shares_of_zero_rows_stay_zero() -> None:
+    values = np.array([[[0.0, 0.0], [1.0, 3.0]]])
+    np.testing.assert_allclose(norms.row_shares(values), [[[0.0, 0.0], [0.25, 0.75]]])
