@@ -14,6 +14,7 @@ import streamlit as st
 
 from mha_viz.analysis import drop_special
 from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap
+from mha_viz.norms import shown_pattern
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
 
@@ -51,8 +52,11 @@ def shown(
     return Shown(sub, tuple(labels[i] for i in keep), tuple(key_labels[i] for i in keep_k), keep, note)
 
 
-def trace_shown(trace: AttentionTrace, special: Sequence[bool], hide: bool, key_special: Sequence[bool]) -> Shown:
-    return shown(trace.pattern.numpy(), trace.tokens, special, hide, trace.key_tokens, key_special)
+def trace_shown(
+    trace: AttentionTrace, special: Sequence[bool], hide: bool, key_special: Sequence[bool], measure: str = "weight"
+) -> Shown:
+    """The trace's weights (or row-normalised contributions, see norms.shown_pattern) ready to draw."""
+    return shown(shown_pattern(trace, measure), trace.tokens, special, hide, trace.key_tokens, key_special)
 
 
 @sized_cache(max_entries=64, max_mb=64)

@@ -67,12 +67,35 @@ class Ctx:
         if self.c.hide_special:
             st.caption(f"Hiding tokens does not apply here: {why}")
 
-    def shown(self, trace: AttentionTrace) -> Shown:
-        return trace_shown(trace, self.hidden, self.c.hide_special, self.key_hidden)
+    @property
+    def measure(self) -> str:
+        """What the pattern views draw: "weight" or "contribution" (the sidebar's switch)."""
+        return self.c.measure
 
-    def patterns(self, text: str | None = None) -> np.ndarray:
-        """Every layer's pattern for ``text`` (the sidebar's by default). Shapes: [L, H, n_q, n_k]."""
-        return get_all_patterns(self.config, text or self.c.text, self.target, self.part)
+    @property
+    def value_name(self) -> str:
+        """The hover name of a drawn pattern's values."""
+        return "contribution share" if self.measure == "contribution" else "weight"
+
+    def shown(self, trace: AttentionTrace, follow_measure: bool = False) -> Shown:
+        """The trace ready to draw: its weights, or (``follow_measure`` and the switch on) its contributions."""
+        measure = self.measure if follow_measure else "weight"
+        return trace_shown(trace, self.hidden, self.c.hide_special, self.key_hidden, measure)
+
+    def patterns(self, text: str | None = None, follow_measure: bool = False) -> np.ndarray:
+        """Every layer's pattern for ``text`` (the sidebar's by default): weights, or (``follow_measure`` and the
+        switch on) contribution shares. Shapes: [L, H, n_q, n_k]."""
+        measure = self.measure if follow_measure else "weight"
+        return get_all_patterns(self.config, text or self.c.text, self.target, self.part, measure)
+
+    def measure_note(self) -> None:
+        """Say what is drawn when the contribution switch is on."""
+        if self.measure == "contribution":
+            st.caption(
+                "Drawn: contributions ‖α_ij · v_j W_O^h‖ (what key j actually sends to query i through the head, "
+                "after W^O; Kobayashi et al. 2020, “Attention is Not Only a Weight”), each row divided by its sum. "
+                "Turn the switch off in the sidebar for the weights α."
+            )
 
 
 # How choice widgets show their options (and so write them into the URL), where not str(option).

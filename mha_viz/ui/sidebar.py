@@ -86,6 +86,7 @@ class Controls:
     hide_special: bool
     image_format: str
     mask_slot: object = None  # sidebar container for the mask toggles (see mask_controls)
+    measure: str = "weight"  # "weight" | "contribution" (norms.MEASURES): what the pattern views draw
 
 
 def _use_example() -> None:
@@ -214,7 +215,7 @@ def sidebar() -> Controls:
     sb = st.sidebar
     sb.header("mha-viz")
     check_choice("src", list(SOURCES.values()), SOURCES["bundled"], "the models are")
-    for key, used in (("causal", False), ("scaled", True), ("hide_special", False)):
+    for key, used in (("causal", False), ("scaled", True), ("hide_special", False), ("contrib", False)):
         check_bool(key, used)
     check_choice("img", ["png", "svg"], "png")
     check_text("text", MAX_TEXT_CHARS)
@@ -279,8 +280,15 @@ def mask_controls(controls: Controls, decoder: bool) -> Controls:
         slot.button(
             "Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads, word tokens"
         )
+    contrib = slot.toggle(
+        "Show contributions ‖α·v·W_O‖, not weights", False, key="contrib", bind="query-params",
+        help="Weight α_ij: how much token i looks at token j. Contribution: the length of what j actually sends to "
+        "i through the head, ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020), each row divided by its sum. Followed by "
+        "Heads, Lines, Overview, Where does it look? and Rollout.",
+    )  # fmt: skip
     config = controls.config.replace(causal=bool(causal) and not decoder)
-    return dataclasses.replace(controls, config=config, causal=bool(causal), hide_special=bool(hide))
+    measure = "contribution" if contrib else "weight"
+    return dataclasses.replace(controls, config=config, causal=bool(causal), hide_special=bool(hide), measure=measure)
 
 
 def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bool) -> tuple[str, str | None]:

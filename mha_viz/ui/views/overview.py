@@ -20,7 +20,8 @@ def _on_tile_click() -> None:
 
 
 def overview_view(ctx: Ctx) -> None:
-    patterns = ctx.patterns()  # [L, H, n_q, n_k]
+    patterns = ctx.patterns(follow_measure=True)  # [L, H, n_q, n_k]
+    ctx.measure_note()
     L, H, n, nk = patterns.shape
     b = ctx.base
     sh = shown(patterns.reshape(L * H, n, nk), b.tokens.labels, ctx.hidden, ctx.c.hide_special,

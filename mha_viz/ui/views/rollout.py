@@ -15,7 +15,8 @@ def rollout_view(ctx: Ctx) -> None:
     if needs_pretrained(ctx):
         return
     ctx.hiding_not_applied("rollout multiplies whole attention matrices through the layers, so every token stays in.")
-    p = ctx.patterns()
+    p = ctx.patterns(follow_measure=True)
+    ctx.measure_note()
     roll = rollout(p)  # [L, n, n]
     labels = ctx.base.tokens.labels
     L = roll.shape[0]
