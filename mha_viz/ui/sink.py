@@ -28,6 +28,7 @@ def sink_panel(ctx: Ctx, trace: AttentionTrace) -> None:
         "same share of ‖α_ij · v_j W_O^h‖, the length of what they actually send (Kobayashi et al. 2020). A tall "
         "weight bar over a short contribution bar is a head that “looks at” the token but moves almost nothing."
     )
-    rows = [[f"head {i}", f"{shares['weight'][i]:.6g}", f"{shares['contribution'][i]:.6g}"] for i in range(trace.n_heads)]
+    w, c = shares["weight"], shares["contribution"]
+    rows = [[f"head {i}", f"{w[i]:.6g}", f"{c[i]:.6g}"] for i in range(trace.n_heads)]
     st.download_button("Download sink shares (.csv)", csv_bytes(["head", "weight_share", "contribution_share"], rows),
                        file_name="mha-viz-sink-shares.csv", mime="text/csv", key="dl-csv-sink")  # fmt: skip
