@@ -42,12 +42,14 @@ from mha_viz.ui.views import (
     wo_view,
 )
 from mha_viz.ui.views.induction import induction_view
+from mha_viz.ui.views.lesson import lesson_view
 from mha_viz.ui.views.next_token import next_token_view
 from mha_viz.ui.views.wo import WO_MODES
 
 __all__ = ["guarded", "main", "plain"]
 log = logging.getLogger("mha_viz")
 VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
+    "Lesson": lesson_view,
     "Heads": heads_view,
     "Compare heads": compare_view,
     "Head roles": roles_view,

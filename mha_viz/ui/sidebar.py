@@ -50,6 +50,7 @@ SOURCE_NOTES = {
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 VIEWS = (
+    "Lesson",
     "Heads",
     "Compare heads",
     "Head roles",
