@@ -191,18 +191,19 @@ def build_steps(
     q_name = formula(f"Q_{i}", "W_Q", i, "b_Q") if plain else f"Q_{i}{suffix}"
     k_name = formula(f"K_{g}", "W_K", g, "b_K") if plain else f"K_{g}{suffix}"
     v_name = formula(f"V_{g}", "W_V", g, "b_V") if plain else f"V_{g} as used"
-    panels: list[Panel] = []
-    if t.q_pre is not None and t.k_pre is not None:
-        panels += [
-            Panel(f"Q_{i} = X · W_Q^{i}, before rotation   [{n} × {dk}]", _np(t.q_pre[i]), tok, None, "Q"),
-            Panel(f"K_{g} = X · W_K^{g}, before rotation   [{nk} × {dk}]", _np(t.k_pre[g]), keys, None, "K"),
-        ]
-        q_name, k_name = f"Q_{i} rotated (as used)", f"K_{g} rotated (as used)"
-    panels += [
+    panels = [
         Panel(f"{q_name}   [{n} × {dk}]", _np(t.q[i]), tok, None, "Q"),
         Panel(f"{k_name}{shared}   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
         Panel(f"{v_name}{shared}   [{nk} × {dk}]", _np(t.v[g]), keys, None, "V"),
     ]
+    if t.q_pre is not None and t.k_pre is not None:  # rotary: X · W first, then Q and K rotated (a second row)
+        panels = [
+            Panel(f"Q_{i} = X · W_Q^{i}, before rotation   [{n} × {dk}]", _np(t.q_pre[i]), tok, None, "Q"),
+            Panel(f"K_{g} = X · W_K^{g}, before rotation{shared}   [{nk} × {dk}]", _np(t.k_pre[g]), keys, None, "K"),
+            panels[2],
+            Panel(f"Q_{i} rotated (as used)   [{n} × {dk}]", _np(t.q[i]), tok, None, "Q"),
+            Panel(f"K_{g} rotated (as used){shared}   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
+        ]
     text2 = (
         f"Each head has its own three projections, d_model × d_k = {t.x.shape[1] or d} × {dk}. They map every "
         f"token to a query (what it looks for), a key (what it offers) and a value (what it passes on), in a "
@@ -328,7 +329,7 @@ def build_steps(
             f"· V, concat all heads, · W^O{b_o}",
             f"Head {i}'s output row m is the weighted sum of the value rows: weights · V. The {h} heads' outputs "
             f"[{n} × {dk}] are put side by side, [{n} × {h * dk}], and multiplied by W^O ({h * dk} × {d}) to give "
-            f"the layer's output. {wo_words}: it decides how much of each head goes where, instead of treating "
+            f"the layer's output. {wo_words}. Its job: decide how much of each head goes where, instead of treating "
             "every head alike.",
             (
                 Panel(f"head_{i} = weights · V_{g}   [{n} × {dk}]", _np(t.z[i]), tok, None, "z"),
@@ -450,7 +451,7 @@ def identity_equivalence(
 def wo_origin(own: bool, init: str = "xavier", loaded: bool = False, seed: int = 0) -> str:
     """Where this W^O comes from, in words: learned only for a trained model."""
     if not own:
-        return "W^O is learned: the model was trained with it"
+        return "W^O is learned (the model was trained with it)"
     if loaded:
         return "W^O comes from the weights file you loaded (mha-viz cannot tell whether it was trained)"
     if init == "identity":

@@ -72,10 +72,11 @@ def lesson_view(ctx: Ctx) -> None:
     for step in steps:
         with st.expander(f"Step {step.number}. {step.title}", expanded=True):
             st.markdown(step.text)
-            cols = st.columns(min(len(step.panels), 3)) if step.panels else []
-            for j, p in enumerate(step.panels):
-                with cols[j % len(cols)]:
-                    plot(panel_figure(p), f"lesson_{step.number}_{j}", ctx.c.image_format)
+            for start in range(0, len(step.panels), 3):  # rows of up to three matrices
+                cols = st.columns(3)
+                for j, p in enumerate(step.panels[start : start + 3]):
+                    with cols[j]:
+                        plot(panel_figure(p), f"lesson_{step.number}_{start + j}", ctx.c.image_format)
             st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
     _claims(ctx)
 

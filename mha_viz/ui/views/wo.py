@@ -55,15 +55,16 @@ def _intro(ctx: Ctx) -> str:
             fuse + "the learned W^O decides how much of each head goes where. Swap it and compare with the learned one."
         )
     return (
-        fuse + f"in a trained model W^O is learned to decide how much of each head goes where. {wo_words(ctx)}, so "
-        "the comparisons below are against that initialisation, not against a learned W^O."
+        fuse + f"in a trained model W^O is learned to decide how much of each head goes where. {wo_words(ctx)}. "
+        "The comparisons below are against this W^O."
     )
 
 
 def wo_view(ctx: Ctx) -> None:
     base = ctx.trace()
     h = base.n_heads
-    own = "learned" if not ctx.base.own else "this layer's (not learned)"
+    own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
+    cosine = "cosine to the output with the " + ("learned" if not ctx.base.own else "original") + " W^O"
     st.markdown(_intro(ctx))
     fig, note = wo_heatmap(
         base.W_O.numpy(),
@@ -78,7 +79,7 @@ def wo_view(ctx: Ctx) -> None:
     change = output_change(base.output.numpy(), t.output.numpy())
     fig = token_bars(
         labels,
-        {"relative change |Δ| / |output|": change["relative"], f"cosine to the {own} W^O's output": change["cosine"]},
+        {"relative change |Δ| / |output|": change["relative"], cosine: change["cosine"]},
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
     plot(fig, "wo_change", ctx.c.image_format)
