@@ -163,9 +163,7 @@ def build_steps(
 
     # 1. X
     if t.x.shape[1]:
-        x_panels = (
-            Panel(f"X: the layer's input, one row per token   [{n} × {t.x.shape[1]}]", _np(t.x), tok, None, "X"),
-        )
+        x_panels = (Panel(f"X, one row per token   [{n} × {t.x.shape[1]}]", _np(t.x), tok, None, "X"),)
         x_more = ""
     else:
         x_panels, x_more = (), " This model's attention input was not recorded, so X is not drawn here."
@@ -193,16 +191,16 @@ def build_steps(
     v_name = formula(f"V_{g}", "W_V", g, "b_V") if plain else f"V_{g} as used"
     panels = [
         Panel(f"{q_name}   [{n} × {dk}]", _np(t.q[i]), tok, None, "Q"),
-        Panel(f"{k_name}{shared}   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
-        Panel(f"{v_name}{shared}   [{nk} × {dk}]", _np(t.v[g]), keys, None, "V"),
+        Panel(f"{k_name}   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
+        Panel(f"{v_name}   [{nk} × {dk}]", _np(t.v[g]), keys, None, "V"),
     ]
     if t.q_pre is not None and t.k_pre is not None:  # rotary: X · W first, then Q and K rotated (a second row)
         panels = [
             Panel(f"Q_{i} = X · W_Q^{i}, before rotation   [{n} × {dk}]", _np(t.q_pre[i]), tok, None, "Q"),
-            Panel(f"K_{g} = X · W_K^{g}, before rotation{shared}   [{nk} × {dk}]", _np(t.k_pre[g]), keys, None, "K"),
+            Panel(f"K_{g} = X · W_K^{g}, before rotation   [{nk} × {dk}]", _np(t.k_pre[g]), keys, None, "K"),
             panels[2],
             Panel(f"Q_{i} rotated (as used)   [{n} × {dk}]", _np(t.q[i]), tok, None, "Q"),
-            Panel(f"K_{g} rotated (as used){shared}   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
+            Panel(f"K_{g} rotated (as used)   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
         ]
     text2 = (
         f"Each head has its own three projections, d_model × d_k = {t.x.shape[1] or d} × {dk}. They map every "
@@ -219,7 +217,7 @@ def build_steps(
     if t.group > 1:
         text2 += (
             f" Grouped-query attention: {h} query heads share {h // t.group} key/value heads, so K and V of head "
-            f"{i} are those of K/V head {g}."
+            f"{i} are those of K/V head {g}{shared}."
         )
     steps.append(
         Step(
@@ -291,7 +289,7 @@ def build_steps(
             f"Mask: {kind}",
             sentence + " A masked pair gets the score −∞ (shown blank), so the softmax gives it weight exactly 0. "
             "Toggle the causal mask in the sidebar to see a decoder's view of the same text.",
-            (Panel(f"scores, masked ({kind}; blank = −∞)   [{n} × {nk}]", scores, tok, keys, "score", "scores"),),
+            (Panel(f"masked scores (blank = −∞)   [{n} × {nk}]", scores, tok, keys, "score", "scores"),),
             "Heads",
             "the causal toggle on all heads at once",
         )

@@ -185,7 +185,7 @@ def test_lesson_mask_hover_and_head_from_the_link(minilm) -> None:
     assert_clean(at)
     assert at.selectbox(key="lesson_head").value == 3
     assert any(lab.startswith("Step 5. Mask: causal") for lab in (e.label for e in at.expander))
-    masked = next(spec for spec in specs(at) if spec["layout"]["title"]["text"].startswith("scores, masked (causal"))
+    masked = next(spec for spec in specs(at) if spec["layout"]["title"]["text"].startswith("masked scores"))
     z = _z(masked)
     n = z.shape[0]
     above = np.triu(np.ones((n, n), dtype=bool), 1)
@@ -267,3 +267,21 @@ def test_lesson_on_smollm2_shows_q_k_v_as_used() -> None:
     np.testing.assert_allclose(_z(claim_a, 1), loop.numpy(), atol=1e-4)
     assert _z(claim_a, 2).max() < 1e-5
     assert any("not plain linear maps" in i.value for i in at.info)  # claim (b) says why it is not shown
+
+
+def test_large_pictures_are_block_means_that_say_so() -> None:
+    from mha_viz.figures import comparison, wo_heatmap
+
+    rng = np.random.default_rng(0)
+    w_o = rng.normal(size=(9, 64, 576)).astype(np.float32)  # SmolLM2's shape: 576 > MAX_WO_CELLS a side
+    fig, note = wo_heatmap(w_o, "W^O")
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    expected = w_o.reshape(576, 576).reshape(288, 2, 288, 2).mean((1, 3))  # 2 × 2 blocks, inside one head each
+    np.testing.assert_allclose(z, expected, atol=1e-5)
+    assert "2 × 2 block" in note and list(fig.layout.yaxis.ticktext) == [f"head {j}" for j in range(9)]
+    left = rng.normal(size=(400, 384))
+    right = left.copy()
+    right[123, 45] += 1e-3  # one entry off: the printed max must see it even though the picture is pooled
+    fig = comparison(left, right, ("a", "b"), [str(i) for i in range(400)], "claim")
+    assert "block means" in fig.layout.title.text and fig.layout.annotations[2].text == "|difference|, max 1.00e-03"
+    assert np.asarray(fig.data[0].z).shape == (200, 192)

@@ -10,18 +10,23 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _f32, safe
+from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _f32, block_labels, safe
 from mha_viz.figures.heatmap import matrix_heatmap
 
+MAX_TEXT_CELLS = 40_000  # masked scores up to this many cells get a hover text per cell ("−∞ (masked)")
 MAX_WO_CELLS = 512  # per side of the W^O heatmap; larger W^O is shown as block means
+MAX_COMPARISON_CELLS = 60_000  # per matrix of a comparison; larger ones are shown as block means
 
 
 def scores_heatmap(
     z: np.ndarray, x: Sequence[str], y: Sequence[str], title: str, height: int | None = None
 ) -> go.Figure:
-    """Masked scores: −∞ cells are blank and their hover says "−∞ (masked)" (never NaN). Shapes: z [n_q, n_k]."""
+    """Masked scores: −∞ cells are blank and their hover says "−∞ (masked)" (above MAX_TEXT_CELLS cells, they have
+    no hover); never NaN. Shapes: z [n_q, n_k]."""
     fig = matrix_heatmap(z, x, y, title, diverging=True, value_name="score", height=height)
     data = np.asarray(z, dtype=np.float64)
+    if data.size > MAX_TEXT_CELLS:  # long texts: masked cells have no hover at all (the title says blank = −∞)
+        return fig.update_traces(hoverongaps=False)
     text = np.where(np.isfinite(data), np.char.mod("%.4f", np.nan_to_num(data)), "−∞ (masked)").astype(object)
     fig.update_traces(text=text, hovertemplate="%{y} → %{x}: %{text}<extra>score</extra>", hoverongaps=True)
     return safe(fig)
@@ -32,20 +37,25 @@ def comparison(
 ) -> go.Figure:
     """Two matrices that should be equal, side by side, and |left − right| (its own colour scale).
     Shapes: left, right [n, d]; rows [n]."""
-    a, b = _f32(left), _f32(right)
     diff = np.abs(np.asarray(left, dtype=np.float64) - np.asarray(right, dtype=np.float64))
-    worst = float(diff.max()) if diff.size else 0.0
+    worst = float(diff.max()) if diff.size else 0.0  # from every entry, also when the picture is pooled
+    a, b, diff = _f32(left), _f32(right), _f32(diff)
+    f = max(1, math.ceil(math.sqrt(a.size / MAX_COMPARISON_CELLS)))
+    if f > 1:  # long texts: block means keep the page light; the title says so
+        a, b, diff = (_pool_axis(_pool_axis(m, f, 0), f, 1) for m in (a, b, diff))
+        rows = block_labels(list(rows), f)
+        title += f" (shown as {f} × {f} block means)"
     titles = (
-        f"{names[0]}   [{a.shape[0]} × {a.shape[1]}]",
-        f"{names[1]}   [{b.shape[0]} × {b.shape[1]}]",
+        f"{names[0]}   [{np.shape(left)[0]} × {np.shape(left)[1]}]",
+        f"{names[1]}   [{np.shape(right)[0]} × {np.shape(right)[1]}]",
         f"|difference|, max {worst:.2e}",
     )
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, shared_yaxes=True, horizontal_spacing=0.06)
     labels = list(rows)
-    cols = list(range(a.shape[1]))
+    cols = list(range(0, np.shape(left)[1], f))
     lim = float(max(np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0))) or 1.0
     for j, (z, name, axis) in enumerate(
-        ((a, names[0], "coloraxis"), (b, names[1], "coloraxis"), (_f32(diff), "|difference|", "coloraxis2"))
+        ((a, names[0], "coloraxis"), (b, names[1], "coloraxis"), (diff, "|difference|", "coloraxis2"))
     ):
         fmt = ".2e" if axis == "coloraxis2" else ".4f"
         fig.add_trace(

@@ -62,9 +62,11 @@ def lesson_view(ctx: Ctx) -> None:
         st.selectbox("Head", list(range(h)), key="lesson_head", bind="query-params", format_func=lambda j: f"head {j}")
     )
     st.markdown(
-        f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}. "
-        "Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer or "
-        "the head and the lesson follows."
+        escaped(
+            f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}."
+        )
+        + " Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
+        "or the head and the lesson follows."
     )
     st.caption(escaped(f"Opened first: {why}."))
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
