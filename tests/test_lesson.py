@@ -11,8 +11,9 @@ from test_app import array, assert_clean, heatmaps, run_app, specs
 
 from conftest import SENTENCE, random_weights
 from mha_viz.attention import compute_trace, loop_attention
+from mha_viz.claims import identity_equivalence, loop_vs_batched
 from mha_viz.config import Config
-from mha_viz.lesson import default_head, identity_equivalence, loop_vs_batched, mask_kind, wo_origin
+from mha_viz.lesson import default_head, mask_kind, wo_origin
 from mha_viz.pipeline import layer_input, layer_trace, layer_weights, record, traces
 from mha_viz.ui.sidebar import VIEWS
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.claims import Equivalence, identity_blocker
 from mha_viz.figures import comparison, matrix_heatmap, scores_heatmap
-from mha_viz.lesson import Equivalence, Panel, build_steps, default_head, identity_blocker, wo_origin
+from mha_viz.lesson import Panel, build_steps, default_head, wo_origin
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import plot
 from mha_viz.ui.context import Ctx, valid_choice

@@ -7,8 +7,8 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import contribution_norms, output_change
+from mha_viz.claims import identity_blocker
 from mha_viz.figures import matrix_heatmap, token_bars, wo_heatmap
-from mha_viz.lesson import identity_blocker
 from mha_viz.ui.cache import get_identity_pair
 from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice
