@@ -53,14 +53,17 @@ def headcount_sweep(
     return rows
 
 
-def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> float:
-    """Max |difference| between MHA with h = 1 and W^O = I, and plain single-head self-attention.
+def single_head_identity(
+    weights: AttentionWeights, x: torch.Tensor, scaled: bool = True, allowed: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MHA with h = 1 and W^O = I, and plain single-head self-attention, both in float64.
 
     Plain: softmax(X W_Q (X W_K)^T / sqrt(d)) X W_V with the layer's own (concatenated) projections
-    and biases, computed directly in float64. Shapes: x [pos, d_model].
+    and biases, computed directly. ``scaled=False`` drops the scale from both; ``allowed`` (True = may
+    attend) masks both. Shapes: x [pos, d_model]; allowed [pos, pos] bool; returns ([pos, d], [pos, d]).
     """
     one = apply_wo(regroup_heads(weights, 1), "identity")
-    mha = compute_trace(one, x, device="cpu", dtype="float64").output  # [pos, d]
+    mha = compute_trace(one, x, attn_mask=allowed, scaled=scaled, device="cpu", dtype="float64").output  # [pos, d]
     w = one.to("cpu", torch.float64)
     xd = x.to(torch.float64)
 
@@ -68,7 +71,17 @@ def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> fl
         return xd @ wm[0] + (0 if b is None else b[0])  # [pos, d]
 
     q, k, v = proj(w.W_Q, w.b_Q), proj(w.W_K, w.b_K), proj(w.W_V, w.b_V)
-    plain = torch.softmax(q @ k.T * w.scale_factor, dim=-1) @ v  # [pos, d]
+    s = q @ k.T * (w.scale_factor if scaled else 1.0)  # [pos, pos]
+    if allowed is not None:
+        s = s.masked_fill(~allowed.to(torch.bool), float("-inf"))
+    plain = torch.softmax(s, dim=-1).nan_to_num(0.0) @ v  # [pos, d]
+    return mha, plain
+
+
+def single_head_identity_check(weights: AttentionWeights, x: torch.Tensor) -> float:
+    """Max |difference| between MHA with h = 1 and W^O = I, and plain single-head self-attention
+    (see single_head_identity)."""
+    mha, plain = single_head_identity(weights, x)
     return float((mha - plain).abs().max())
 
 

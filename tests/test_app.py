@@ -47,7 +47,7 @@ def assert_clean(at: AppTest) -> None:
 
 
 def test_default_page_heads_view(minilm) -> None:
-    at = run_app()
+    at = run_app(view="Heads")
     assert_clean(at)
     assert at.sidebar.text_input(key="text").value == SENTENCE
     grid = specs(at)[0]
@@ -62,7 +62,7 @@ def test_default_page_heads_view(minilm) -> None:
 
 
 def test_controls_change_the_figures(minilm) -> None:
-    at = run_app()
+    at = run_app(view="Heads")
     first = array(heatmaps(specs(at)[0])[0]["z"])
     at.selectbox(key="layer").set_value(4).run()
     assert_clean(at)
@@ -82,7 +82,7 @@ def test_controls_change_the_figures(minilm) -> None:
         ("Where does it look?", 1),
         ("Two sentences", 2),
         ("Head count", 2),
-        ("W^O", 2),
+        ("W^O", 4),
         ("Ablation", 1),
         ("Rollout", 1),
         ("Step by step", 11),
@@ -112,14 +112,14 @@ def test_head_count_view(minilm) -> None:
 
 def test_wo_view_identity_check_and_ablation(minilm) -> None:
     at = run_app(view="W^O")
-    metric = at.metric[0]
-    assert "single-head" in metric.label and float(metric.value) < 1e-6
-    rel = array(specs(at)[0]["data"][0]["y"])
+    check = specs(at)[-1]  # the one-head check, drawn (tests/test_lesson.py holds its matrices to torch)
+    assert "single-head" in check["layout"]["title"]["text"] and array(heatmaps(check)[2]["z"]).max() < 1e-6
+    rel = array(specs(at)[1]["data"][0]["y"])
     assert rel.shape == (15,) and np.all(rel > 0)  # identity W^O differs from the learned one
     at.radio(key="wo_mode").set_value("ablate").run()
     at.multiselect(key="ablate").set_value([0, 1, 2]).run()
     assert_clean(at)
-    norms = array(specs(at)[1]["data"][0]["z"])  # [heads, tokens]
+    norms = array(specs(at)[2]["data"][0]["z"])  # [heads, tokens]
     assert np.all(norms[:3] == 0) and np.all(norms[3:] > 0)
 
 
@@ -164,7 +164,7 @@ def test_overview_shows_every_layer_and_head(minilm) -> None:
 
 
 def test_bad_model_id_shows_error_and_app_keeps_running(minilm) -> None:
-    at = run_app(src="Hugging Face", model_id="no-such-org/no-such-model")
+    at = run_app(src="Hugging Face", model_id="no-such-org/no-such-model", view="Heads")
     assert not at.exception
     assert at.error and "could not load model" in at.error[0].value
     at.sidebar.radio(key="src").set_value("bundled").run()
@@ -181,7 +181,7 @@ def test_empty_text_is_a_clear_error(minilm) -> None:
 
 
 def test_own_weights_and_seed_example(minilm) -> None:
-    at = run_app(src="Own weights", own_heads="4", d_model="64")
+    at = run_app(src="Own weights", own_heads="4", d_model="64", view="Heads")
     assert_clean(at)
     assert len(heatmaps(specs(at)[0])) == 4
     at.sidebar.button[0].click().run()  # "Seed 000 worked example"
@@ -195,7 +195,7 @@ def test_own_weights_and_seed_example(minilm) -> None:
 
 
 def test_heads_grid_titles_carry_roles(minilm) -> None:
-    at = run_app()
+    at = run_app(view="Heads")
     titles = [a["text"] for a in specs(at)[0]["layout"]["annotations"]]
     assert titles[2] == "head 2 · previous token"  # MiniLM layer 0 head 2 attends to the previous token
     assert all(t.startswith("head ") and " · " in t for t in titles)
@@ -283,7 +283,7 @@ def ignored_note(at: AppTest) -> str:
 
 
 def test_out_of_range_layer_in_the_link_is_reported(minilm) -> None:
-    at = run_app(layer="999")
+    at = run_app(layer="999", view="Heads")
     assert_clean(at)
     assert "Ignored from the link: layer=999 (this model has layers 0-5; showing layer 0)" in ignored_note(at)
     assert at.selectbox(key="layer").value == 0 and len(heatmaps(specs(at)[0])) == 12
@@ -295,8 +295,8 @@ def test_unknown_view_in_the_link_is_reported(minilm) -> None:
     at = run_app(view="nonexistent")
     assert_clean(at)
     note = ignored_note(at)
-    assert "view=nonexistent" in note and "Heads, Compare heads" in note and "showing Heads" in note
-    assert len(heatmaps(specs(at)[0])) == 12  # the Heads view is what is shown
+    assert "view=nonexistent" in note and "Lesson, Heads, Compare heads" in note and "showing Lesson" in note
+    assert at.expander[0].label.startswith("Step 1.")  # the Lesson, the first tab, is what is shown
 
 
 @pytest.mark.parametrize(
@@ -372,7 +372,7 @@ def test_hostile_uploads_are_messages_and_the_page_recovers(minilm) -> None:
 
     from mha_viz.own import init_weights
 
-    at = run_app(src="Own weights", d_model="64", own_heads="4")
+    at = run_app(src="Own weights", d_model="64", own_heads="4", view="Heads")
     assert_clean(at)
     nested = b"[" * 30_000 + b"]" * 30_000
     huge = dict(init_weights(64, 4).tensors(), W_Q=torch.full((4, 64, 16), 1e30))
@@ -402,7 +402,7 @@ def test_weights_download_failure_is_a_sidebar_message(monkeypatch, minilm) -> N
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(sidebar, "get_weights_file", broken)
-    at = run_app(src="Own weights", d_model="64", own_heads="4")
+    at = run_app(src="Own weights", d_model="64", own_heads="4", view="Heads")
     assert not at.exception, [e.value for e in at.exception]
     (message,) = [e.value.replace("\\", "") for e in at.sidebar.error]
     assert "Could not build the weights download (RuntimeError)" in message and "reload the page" in message

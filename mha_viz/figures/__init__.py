@@ -6,7 +6,8 @@ distinct (see models.tokens.distinct_labels) or a categorical axis would merge r
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
 overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
-bars (focus_bars, head_bars, token_bars, paired_bars, lines), importance (pruning_figure, spectra).
+bars (focus_bars, head_bars, token_bars, paired_bars, lines), importance (pruning_figure, spectra),
+lesson (scores_heatmap, comparison, wo_heatmap).
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
@@ -28,6 +29,7 @@ from mha_viz.figures.heatmap import matrix_heatmap
 from mha_viz.figures.importance import pruning_figure, spectra
 from mha_viz.figures.induction import induction_map, loss_lines
 from mha_viz.figures.lens import logit_lens
+from mha_viz.figures.lesson import MAX_WO_CELLS, comparison, scores_heatmap, wo_heatmap
 from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
 
 __all__ = [
@@ -36,11 +38,13 @@ __all__ = [
     "DIVERGING",
     "FOCUS_TOP_KEYS",
     "GRID_MAX_CELLS",
+    "MAX_WO_CELLS",
     "POOLED_HOVER",
     "ROLE_COLOURS",
     "SEQUENTIAL",
     "WEIGHT_HOVER",
     "block_labels",
+    "comparison",
     "focus_bars",
     "head_bars",
     "heads_grid",
@@ -56,6 +60,8 @@ __all__ = [
     "role_colours",
     "roles_map",
     "safe",
+    "scores_heatmap",
     "spectra",
     "token_bars",
+    "wo_heatmap",
 ]

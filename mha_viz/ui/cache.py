@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
+import torch
 
-from mha_viz import circuit_report, importance, pipeline, studies
+from mha_viz import circuit_report, claims, importance, pipeline, studies
 from mha_viz.config import Config
 from mha_viz.edits import divisors
 from mha_viz.own import save_weights
@@ -127,10 +128,31 @@ def get_sweep(config: Config, text: str, target: str | None, part: str | None, l
                                                               device=config.device))  # fmt: skip
 
 
-@sized_cache(max_entries=16, max_mb=1)
-def get_identity_check(config: Config, text: str, target: str | None, part: str | None, layer: int) -> float:
+@sized_cache(max_entries=16, max_mb=64)
+def get_identity_pair(
+    config: Config, text: str, target: str | None, part: str | None, layer: int
+) -> claims.Equivalence:
+    """Claim (b) on a plain layer: h = 1 with W^O = I against plain self-attention, with the sidebar's scaling
+    and the layer's mask."""
     weights, x = _plain_layer(config, text, target, part, layer)
-    return studies.single_head_identity_check(weights, x)
+    allowed = torch.isfinite(get_trace(config, text, target, part, layer).scores[0])  # [n, n]
+    return claims.identity_equivalence(weights, x, scaled=config.scaled, allowed=None if allowed.all() else allowed)
+
+
+@sized_cache(max_entries=16, max_mb=64)
+def get_loop_vs_batched(
+    config: Config, text: str, target: str | None, part: str | None, layer: int, plain: bool
+) -> claims.Equivalence:
+    """Claim (a) on this layer as traced: a loop over heads against one big matrix (from X on plain layers)."""
+    trace = get_trace(config, text, target, part, layer)
+    weights, x = _plain_layer(config, text, target, part, layer) if plain else (None, None)
+    return claims.loop_vs_batched(trace, weights, x)
+
+
+@sized_cache(max_entries=16, max_mb=16)
+def get_plain_weights(config: Config, text: str, target: str | None, part: str | None, layer: int) -> AttentionWeights:
+    """A plain layer's projections (the Lesson names their biases)."""
+    return _plain_layer(config, text, target, part, layer)[0]
 
 
 @sized_cache(max_entries=16, max_mb=16)

@@ -102,6 +102,7 @@ class Ctx:
 _URL_LABELS: dict[str, Callable[[object], str]] = {
     "head": lambda i: f"head {i}",
     "step_head": lambda j: f"head {j}",
+    "lesson_head": lambda j: f"head {j}",
 }
 
 

@@ -51,6 +51,7 @@ OWN_TOKENS = {"pieces": "word pieces (bundled tokenizer)", "words": "words (spli
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 VIEWS = (
+    "Lesson",
     "Heads",
     "Compare heads",
     "Head roles",

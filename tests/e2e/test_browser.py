@@ -16,7 +16,7 @@ from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
 from mha_viz.config import Config
 from mha_viz.pipeline import traces
 
-VIEWS = ("Heads", "Compare heads", "Head count", "W^O", "Step by step", "Overview")  # the app may add more
+VIEWS = ("Lesson", "Heads", "Compare heads", "Head count", "W^O", "Step by step", "Overview")  # the app may add more
 CONTENT = ".js-plotly-plot, [data-testid='stDataFrame'], [data-testid='stTable']"  # a tab's figures or tables
 DECODER_ONLY = ("Next token", "Induction")  # on the bundled encoder these say what they need instead
 INFO = "[data-testid='stAlertContentInfo']"
@@ -75,7 +75,7 @@ def open_tab(page: Page, name: str) -> None:
 
 
 def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
-    open_app(page, app_url, "?text=humpty+dumpty+sat+on")  # start elsewhere, so typing must change the figure
+    open_app(page, app_url, "?view=Heads&text=humpty+dumpty+sat+on")  # start elsewhere: typing must change it
     chart = first_chart(page)
     expect(tick(chart, "dump").first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
     expect(tick(chart, "animal")).to_have_count(0)
@@ -94,7 +94,7 @@ def test_hover_shows_the_real_weight(page: Page, app_url: str, minilm) -> None:
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
     tokens, pattern = list(trace.tokens), trace.pattern.numpy()  # pattern [12, n, n]
     n = len(tokens)
-    open_app(page, app_url)
+    open_app(page, app_url, "?view=Heads")
     chart = first_chart(page)
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     expect(chart.locator(ticks("x"))).to_have_count(4 * n)  # four bottom key axes, shared by each column
@@ -171,7 +171,7 @@ def test_url_restores_tab_and_head_count(page: Page, app_url: str) -> None:
 
 
 def test_empty_text_shows_an_error_and_the_app_recovers(page: Page, app_url: str) -> None:
-    open_app(page, app_url)
+    open_app(page, app_url, "?view=Heads")
     expect(heatmaps(first_chart(page))).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
 
     type_text(page, "   ")
@@ -211,7 +211,7 @@ def test_overview_click_opens_the_head(page: Page, app_url: str) -> None:
 
 
 def test_grid_click_opens_head_and_focus(page: Page, app_url: str) -> None:
-    open_app(page, app_url)
+    open_app(page, app_url, "?view=Heads")
     chart = first_chart(page)
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     chart.scroll_into_view_if_needed()

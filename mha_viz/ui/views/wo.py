@@ -1,4 +1,5 @@
-"""The W^O tab: swap the learned output projection for another and compare (a what-if)."""
+"""The W^O tab: W^O itself (one band per head), what each head adds after it, the one-head check, and W^O
+swapped for another to compare (a what-if)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,23 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import contribution_norms, output_change
-from mha_viz.figures import matrix_heatmap, token_bars
-from mha_viz.ui.cache import get_identity_check
+from mha_viz.claims import identity_blocker
+from mha_viz.figures import matrix_heatmap, token_bars, wo_heatmap
+from mha_viz.ui.cache import get_identity_pair
 from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.views.lesson import show_equivalence, wo_words
 
 WO_MODES = {
     "identity": "identity (plain concat)",
     "random": "random orthogonal",
     "ablate": "ablate heads",
     "scale": "scale a head",
-}  # each compared with the learned W^O
+}  # each compared with this layer's own W^O (learned only for a trained model)
 
 
 def _wo_edits(h: int) -> dict:
-    """The W^O variant the user picked, as Config fields (compared with the learned W^O)."""
+    """The W^O variant the user picked, as Config fields (compared with the layer's own W^O)."""
     mode = st.radio(
         "W^O", list(WO_MODES), format_func=WO_MODES.get, key="wo_mode", bind="query-params", horizontal=True
     )
@@ -44,20 +47,39 @@ def _wo_edits(h: int) -> dict:
     return {"head_scale": ((int(head), float(factor)),)}
 
 
+def _intro(ctx: Ctx) -> str:
+    """What W^O does, with "learned" only where a trained model's W^O is shown."""
+    fuse = "W^O (h·d_k × d_model) fuses the concatenated heads: plain concatenation would treat every head alike; "
+    if not ctx.base.own:
+        return (
+            fuse + "the learned W^O decides how much of each head goes where. Swap it and compare with the learned one."
+        )
+    return (
+        fuse + f"in a trained model W^O is learned to decide how much of each head goes where. {wo_words(ctx)}. "
+        "The comparisons below are against this W^O."
+    )
+
+
 def wo_view(ctx: Ctx) -> None:
     base = ctx.trace()
     h = base.n_heads
-    st.markdown(
-        "W^O (d_model × d_model) fuses the concatenated heads: plain concatenation would treat every head alike; "
-        "the learned W^O decides how much of each head goes where. Swap it and compare with the learned one."
+    own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
+    cosine = "cosine to the output with the " + ("learned" if not ctx.base.own else "original") + " W^O"
+    st.markdown(_intro(ctx))
+    fig, note = wo_heatmap(
+        base.W_O.numpy(),
+        f"W^O of {ctx.where} ({own})   [{h * base.W_O.shape[1]} × {base.W_O.shape[2]}], one band per head",
     )
+    plot(fig, "wo_matrix", ctx.c.image_format)
+    if note:
+        st.caption(note)
     edits = _wo_edits(h)
     t = ctx.trace(**edits)
     labels = t.tokens
     change = output_change(base.output.numpy(), t.output.numpy())
     fig = token_bars(
         labels,
-        {"relative change |Δ| / |output|": change["relative"], "cosine to original": change["cosine"]},
+        {"relative change |Δ| / |output|": change["relative"], cosine: change["cosine"]},
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
     plot(fig, "wo_change", ctx.c.image_format)
@@ -78,6 +100,7 @@ def wo_view(ctx: Ctx) -> None:
         "wo",
         npz={
             "tokens": np.asarray(labels, dtype=str),
+            "W_O": base.W_O.numpy().reshape(h * base.W_O.shape[1], -1),
             "head_out_norm": norms.astype(np.float32),
             "output": t.output.numpy(),
             "original_output": base.output.numpy(),
@@ -85,16 +108,12 @@ def wo_view(ctx: Ctx) -> None:
         csv_data=csv_bytes(["token", "relative_change", "cosine"], rows),
     )
     b = ctx.base
-    if b.n_kv_heads != b.n_heads or h * t.q.shape[-1] != t.x.shape[1] or not b.plain:
-        st.caption(
-            "The one-head check needs a layer whose projections are plain linear maps of X that can be re-split "
-            "into one head (no grouped K/V, no rotary embeddings or QK-norm)."
-        )
+    st.markdown("**One head and W^O = identity is plain single-head self-attention** (the check of the Lesson tab)")
+    blocker = identity_blocker(b.plain, b.n_heads, b.n_kv_heads, b.d_head, b.d_model)
+    if blocker:
+        st.caption(f"Not shown for this layer: {blocker}.")
         return
-    diff = get_identity_check(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
-    st.metric(
-        "1 head and W^O = identity vs plain single-head self-attention: max |difference|",
-        f"{diff:.2e}",
-        help="Computed live on this layer's own projections: MultiHead with h = 1 and W^O = I against "
-        "softmax(X W_Q (X W_K)^T / √d) X W_V. They are the same computation.",
+    one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    show_equivalence(
+        one, base.tokens, "h = 1 and W^O = I vs plain single-head self-attention", "wo_identity", ctx.c.image_format
     )

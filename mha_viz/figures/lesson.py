@@ -1,0 +1,147 @@
+"""Figures of the Lesson and W^O tabs: masked scores whose hover says −∞, two matrices with their difference,
+and W^O itself with one band per head."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _f32, block_labels, safe
+from mha_viz.figures.heatmap import matrix_heatmap
+
+MAX_TEXT_CELLS = 40_000  # masked scores up to this many cells get a hover text per cell ("−∞ (masked)")
+MAX_WO_CELLS = 512  # per side of the W^O heatmap; larger W^O is shown as block means
+MAX_COMPARISON_CELLS = 60_000  # per matrix of a comparison; larger ones are shown as block means
+
+
+def scores_heatmap(
+    z: np.ndarray, x: Sequence[str], y: Sequence[str], title: str, height: int | None = None
+) -> go.Figure:
+    """Masked scores: −∞ cells are blank and their hover says "−∞ (masked)" (above MAX_TEXT_CELLS cells, they have
+    no hover); never NaN. Shapes: z [n_q, n_k]."""
+    fig = matrix_heatmap(z, x, y, title, diverging=True, value_name="score", height=height)
+    data = np.asarray(z, dtype=np.float64)
+    if data.size > MAX_TEXT_CELLS:  # long texts: masked cells have no hover at all (the title says blank = −∞)
+        return fig.update_traces(hoverongaps=False)
+    text = np.where(np.isfinite(data), np.char.mod("%.4f", np.nan_to_num(data)), "−∞ (masked)").astype(object)
+    fig.update_traces(text=text, hovertemplate="%{y} → %{x}: %{text}<extra>score</extra>", hoverongaps=True)
+    return safe(fig)
+
+
+def comparison(
+    left: np.ndarray, right: np.ndarray, names: tuple[str, str], rows: Sequence[str], title: str
+) -> go.Figure:
+    """Two matrices that should be equal, side by side, and |left − right| (its own colour scale).
+    Shapes: left, right [n, d]; rows [n]."""
+    diff = np.abs(np.asarray(left, dtype=np.float64) - np.asarray(right, dtype=np.float64))
+    worst = float(diff.max()) if diff.size else 0.0  # from every entry, also when the picture is pooled
+    a, b, diff = _f32(left), _f32(right), _f32(diff)
+    f = max(1, math.ceil(math.sqrt(a.size / MAX_COMPARISON_CELLS)))
+    if f > 1:  # long texts: block means keep the page light; the title says so
+        a, b, diff = (_pool_axis(_pool_axis(m, f, 0), f, 1) for m in (a, b, diff))
+        rows = block_labels(list(rows), f)
+        title += f" (shown as {f} × {f} block means)"
+    titles = (
+        f"{names[0]}   [{np.shape(left)[0]} × {np.shape(left)[1]}]",
+        f"{names[1]}   [{np.shape(right)[0]} × {np.shape(right)[1]}]",
+        f"|difference|, max {worst:.2e}",
+    )
+    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, shared_yaxes=True, horizontal_spacing=0.06)
+    labels = list(rows)
+    cols = list(range(0, np.shape(left)[1], f))
+    lim = float(max(np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0))) or 1.0
+    for j, (z, name, axis) in enumerate(
+        ((a, names[0], "coloraxis"), (b, names[1], "coloraxis"), (diff, "|difference|", "coloraxis2"))
+    ):
+        fmt = ".2e" if axis == "coloraxis2" else ".4f"
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=cols,
+                y=labels,
+                coloraxis=axis,
+                meta=name,
+                hovertemplate=f"%{{y}}, dimension %{{x}}: %{{z:{fmt}}}<extra>%{{meta}}</extra>",
+            ),
+            row=1,
+            col=j + 1,
+        )
+    fig.update_layout(
+        coloraxis={"colorscale": DIVERGING, "cmin": -lim, "cmax": lim, "colorbar": {"x": 0.64, "len": 0.9}},
+        coloraxis2={"colorscale": SEQUENTIAL, "cmin": 0.0, "colorbar": {"x": 1.0, "len": 0.9}},
+        title={"text": title, "font": {"size": 14}},
+        height=int(min(620, max(320, 18 * len(labels) + 160))),
+        margin={"l": 10, "r": 10, "t": 80, "b": 10},
+    )
+    fig.update_yaxes(autorange="reversed", type="category")
+    for ann in fig.layout.annotations:
+        ann.font = {"size": 12}
+    return safe(fig)
+
+
+def _pool_axis(m: np.ndarray, f: int, axis: int) -> np.ndarray:
+    """Means over f consecutive entries along ``axis`` (the last group may be shorter)."""
+    if f == 1:
+        return m
+    n = m.shape[axis]
+    starts = np.arange(0, n, f)
+    return np.add.reduceat(m, starts, axis=axis) / np.diff(np.append(starts, n)).reshape(
+        (-1, 1) if axis == 0 else (1, -1)
+    )
+
+
+def wo_heatmap(W_O: np.ndarray, title: str, max_cells: int = MAX_WO_CELLS) -> tuple[go.Figure, str]:
+    """W^O as one matrix, rows = the concat dimension (head by head), columns = d_model, with a band per head.
+
+    Larger than ``max_cells`` a side, it is drawn as block means (rows pooled within a head, never across two):
+    the returned note says so ("" when every entry is drawn). Shapes: W_O [h, d_head, d_model].
+    """
+    h, dk, d = W_O.shape
+    m = _f32(W_O).reshape(h * dk, d)  # [h*dk, d]
+    fr = next((f for f in range(1, dk + 1) if dk % f == 0 and h * dk / f <= max_cells), dk)
+    fc = max(1, math.ceil(d / max_cells))
+    z = _pool_axis(_pool_axis(m, fr, 0), fc, 1).astype(np.float32)
+    note = ""
+    if fr > 1 or fc > 1:
+        note = (
+            f"W^O has {h * dk} × {d} entries: each cell shows the mean of a {fr} × {fc} block (rows of one "
+            "head only), to keep the picture readable; the download has every entry."
+        )
+    ys, xs = np.arange(0, h * dk, fr), np.arange(0, d, fc)
+    lim = float(np.abs(z).max(initial=0.0)) or 1.0
+    span = "" if fr == 1 else f"…+{fr - 1}"
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=xs,
+            y=ys,
+            colorscale=DIVERGING,
+            zmid=0.0,
+            zmin=-lim,
+            zmax=lim,
+            meta="W^O",
+            colorbar={"title": "weight"},
+            hovertemplate=f"concat row %{{y}}{span}, d_model column %{{x}}: %{{z:.4f}}<extra>W^O</extra>",
+        )
+    )
+    every = max(1, math.ceil(h / 32))  # at most 32 head labels
+    fig.update_yaxes(
+        autorange="reversed",
+        tickvals=[j * dk + (dk - fr) / 2 for j in range(0, h, every)],
+        ticktext=[f"head {j}" for j in range(0, h, every)],
+        title={"text": "concat dimension (h · d_k), one band per head"},
+        showgrid=False,
+    )
+    fig.update_xaxes(title={"text": "d_model"}, showgrid=False)
+    for j in range(1, h):
+        fig.add_hline(y=j * dk - fr / 2, line={"color": "black", "width": 1})
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        height=int(min(900, max(420, 1.2 * len(ys) + 120))),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+    )
+    return safe(fig), note

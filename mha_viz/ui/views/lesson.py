@@ -1,0 +1,111 @@
+"""The Lesson tab: the seven steps of multi-head attention on this text, model and layer, for one head, then
+the two claims of the source articles checked live (see mha_viz.lesson for the content)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_viz.claims import Equivalence, identity_blocker
+from mha_viz.figures import comparison, matrix_heatmap, scores_heatmap
+from mha_viz.lesson import Panel, build_steps, default_head, wo_origin
+from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
+from mha_viz.ui.common import plot
+from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.sidebar import plain as escaped
+
+AUTO = "_lesson_auto"  # session_state: (what the default was computed for, that default)
+
+
+def _follow_default(ctx: Ctx, auto: int) -> None:
+    """While the head shown is the default, a new text, model or layer moves it to that one's default."""
+    where = (ctx.config.model, ctx.c.text, ctx.part, ctx.layer)
+    before = st.session_state.get(AUTO)
+    if before is not None and before[0] != where and st.session_state.get("lesson_head") == before[1]:
+        st.session_state["lesson_head"] = auto
+    st.session_state[AUTO] = (where, auto)
+
+
+def wo_words(ctx: Ctx) -> str:
+    c = ctx.config
+    return wo_origin(ctx.base.own, c.init, bool(c.weights_file), c.seed)
+
+
+def panel_figure(p: Panel, height: int = 380):
+    if p.kind == "scores":
+        return scores_heatmap(p.matrix, p.col_labels, p.row_labels, p.title, height=height)
+    return matrix_heatmap(
+        p.matrix,
+        p.col_labels,
+        p.row_labels,
+        p.title,
+        diverging=p.kind == "signed",
+        value_name=p.value_name,
+        attention=p.kind == "weights",
+        height=height,
+    )
+
+
+def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: str, image_format: str) -> None:
+    """Both matrices and their difference, with the largest difference in words."""
+    plot(comparison(eq.left, eq.right, (eq.left_name, eq.right_name), rows, title), key, image_format)
+    st.caption(f"{eq.note} Largest |difference|: {eq.max_diff:.2e} (float64 rounding: the same computation).")
+
+
+def lesson_view(ctx: Ctx) -> None:
+    ctx.hiding_not_applied("the lesson shows every matrix exactly as the model computes it.")
+    t = ctx.trace()
+    b = ctx.base
+    h = t.n_heads
+    auto, why = default_head(t.pattern.numpy(), b.tokens.pieces, b.key_tokens.pieces)
+    _follow_default(ctx, auto)
+    valid_choice("lesson_head", list(range(h)), auto)
+    i = int(
+        st.selectbox("Head", list(range(h)), key="lesson_head", bind="query-params", format_func=lambda j: f"head {j}")
+    )
+    st.markdown(
+        escaped(
+            f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}."
+        )
+        + " Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
+        "or the head and the lesson follows."
+    )
+    st.caption(escaped(f"Opened first: {why}."))
+    weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
+    steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
+    for step in steps:
+        with st.expander(f"Step {step.number}. {step.title}", expanded=True):
+            st.markdown(step.text)
+            for start in range(0, len(step.panels), 3):  # rows of up to three matrices
+                cols = st.columns(3)
+                for j, p in enumerate(step.panels[start : start + 3]):
+                    with cols[j]:
+                        plot(panel_figure(p), f"lesson_{step.number}_{start + j}", ctx.c.image_format)
+            st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
+    _claims(ctx)
+
+
+def _claims(ctx: Ctx) -> None:
+    b = ctx.base
+    t = ctx.trace()
+    st.markdown("#### Two claims of the articles, checked on this layer now")
+    st.markdown(
+        "**(a) Small matrices or one big matrix: the same result.** A loop over the heads (each with its own "
+        "projections, softmax(Q_h K_hᵀ · s) V_h, then concat and · W^O) against the fast form: one projection "
+        "for all heads, reshaped into [heads × tokens × d_k], one batched product."
+    )
+    eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, b.plain)
+    show_equivalence(
+        eq, t.tokens, "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.c.image_format
+    )
+    st.markdown(
+        "**(b) One head with W^O = I is plain self-attention.** Re-split this layer's projections into a single "
+        "head of width d_model and replace W^O by the identity: the result is softmax(X W_Q (X W_K)ᵀ / √d) X W_V."
+    )
+    blocker = identity_blocker(b.plain, b.n_heads, b.n_kv_heads, b.d_head, b.d_model)
+    if blocker:
+        st.info(f"Not shown for this layer: {blocker}. The bundled MiniLM or own weights show it.")
+        return
+    one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    show_equivalence(
+        one, t.tokens, "h = 1 and W^O = I vs plain single-head self-attention", "lesson_eq_b", ctx.c.image_format
+    )

@@ -1,0 +1,288 @@
+"""The Lesson tab and the W^O picture: every matrix drawn is the trace's, the two claims hold and match
+independent torch computations, the default head and the mask are named right, "learned" only when it is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from test_app import array, assert_clean, heatmaps, run_app, specs
+
+from conftest import SENTENCE, random_weights
+from mha_viz.attention import compute_trace, loop_attention
+from mha_viz.claims import identity_equivalence, loop_vs_batched
+from mha_viz.config import Config
+from mha_viz.lesson import default_head, mask_kind, wo_origin
+from mha_viz.pipeline import layer_input, layer_trace, layer_weights, record, traces
+from mha_viz.ui.sidebar import VIEWS
+
+STEP_TITLES = ("Step 1.", "Step 2.", "Step 3.", "Step 4.", "Step 5.", "Step 6.", "Step 7.")
+
+
+def _z(spec: dict, k: int = 0) -> np.ndarray:
+    return array(heatmaps(spec)[k]["z"]).astype(np.float64)
+
+
+def _titles(at) -> list[str]:
+    return [s["layout"]["title"]["text"] for s in specs(at)]
+
+
+def _sdpa_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask=None) -> torch.Tensor:
+    """torch's own attention, head by head. Shapes: q [h, n, dk]; k, v [h, nk, dk] -> [n, h*dk]."""
+    out = [F.scaled_dot_product_attention(q[j], k[j], v[j], attn_mask=mask, scale=scale) for j in range(q.shape[0])]
+    return torch.cat(out, dim=1)
+
+
+# --- pure parts ------------------------------------------------------------------------------------------
+def test_default_head_prefers_it_to_animal() -> None:
+    pieces = ["[CLS]", "The", "animal", "was", "tired", "It", "[SEP]"]
+    pattern = np.full((4, 7, 7), 1 / 7)
+    pattern[2, 5, 2] = 0.6  # head 2: "It" -> "animal" (case ignored)
+    pattern[1, 1, 2] = 0.9  # head 1: token 1 -> "animal" is larger, but "It" is the query
+    head, why = default_head(pattern, pieces, pieces)
+    assert head == 2 and "animal" in why
+    no_it = [p if p != "It" else "she" for p in pieces]
+    assert default_head(pattern, no_it, no_it)[0] == 1  # then token 1 is the query
+    no_animal = [p if p != "animal" else "cat" for p in pieces]
+    assert default_head(pattern, no_animal, no_animal)[0] == 0
+
+
+def test_mask_kind_names_each_mask() -> None:
+    n = 6
+    ones = np.ones((n, n), dtype=bool)
+    tril = np.tril(ones)
+    assert mask_kind(ones)[0] == "none"
+    assert mask_kind(tril)[0] == "causal"
+    band = tril & ~np.tril(ones, -3)  # itself and 2 before
+    kind, sentence = mask_kind(band)
+    assert kind == "sliding" and "2 tokens before" in sentence
+    pad = ones.copy()
+    pad[:, 4:] = False
+    assert mask_kind(pad)[0] == "padding"
+    assert mask_kind(tril & pad)[0] == "causal + padding"
+    odd = ones.copy()
+    odd[2, 3] = False
+    assert mask_kind(odd)[0] == "other"
+
+
+@pytest.mark.parametrize("kv", [3, 1])
+@pytest.mark.parametrize("causal", [False, True])
+def test_loop_vs_batched_from_weights(kv: int, causal: bool, tiny_x: torch.Tensor) -> None:
+    w = random_weights(d_model=12, n_heads=3, seed=4)
+    if kv == 1:  # grouped-query: one K/V head shared by the three query heads
+        import dataclasses
+
+        w = dataclasses.replace(w, W_K=w.W_K[:1], W_V=w.W_V[:1], b_K=w.b_K[:1], b_V=w.b_V[:1])
+    t = compute_trace(w, tiny_x, causal=causal, device="cpu", dtype="float64")
+    eq = loop_vs_batched(t, w, tiny_x)
+    assert eq.max_diff < 1e-12
+    allowed = torch.ones(5, 5, dtype=torch.bool).tril() if causal else None
+    _, reference = loop_attention(w, tiny_x, allowed=allowed)  # the engine's own slow reference
+    np.testing.assert_allclose(eq.left, reference.numpy(), atol=1e-12)
+    np.testing.assert_allclose(eq.right, t.output.numpy(), atol=1e-12)
+    from_qkv = loop_vs_batched(t, None, None)  # the non-plain road: from the recorded q, k, v
+    assert from_qkv.max_diff < 1e-12 and "recorded" in from_qkv.note
+    np.testing.assert_allclose(from_qkv.right, t.output.numpy(), atol=1e-12)
+    other = loop_vs_batched(t, w, tiny_x * 1.01)  # another X: both forms move away from the trace's output
+    assert np.abs(other.right - t.output.numpy()).max() > 1e-6 and other.max_diff < 1e-12
+
+
+def test_identity_equivalence_is_torch_attention(tiny_x: torch.Tensor) -> None:
+    w = random_weights(d_model=12, n_heads=3, seed=2)
+    eq = identity_equivalence(w, tiny_x)
+    assert eq.max_diff < 1e-12
+    cat = [torch.cat(list(m), dim=1) for m in (w.W_Q, w.W_K, w.W_V)]  # [d, d] each: the heads side by side
+    q, k, v = (tiny_x @ m + b.reshape(-1) for m, b in zip(cat, (w.b_Q, w.b_K, w.b_V), strict=True))
+    expected = F.scaled_dot_product_attention(q, k, v)  # scale 1/sqrt(d_model)
+    np.testing.assert_allclose(eq.right, expected.numpy(), atol=1e-12)
+    np.testing.assert_allclose(eq.left, expected.numpy(), atol=1e-12)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    masked = identity_equivalence(w, tiny_x, allowed=causal)
+    np.testing.assert_allclose(masked.right, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-12)
+    assert masked.max_diff < 1e-12
+
+
+def test_wo_origin_says_learned_only_for_trained_models() -> None:
+    assert "learned" in wo_origin(False) and "not" not in wo_origin(False)
+    assert "not learned" in wo_origin(True, "xavier", seed=3) and "xavier" in wo_origin(True, "xavier")
+    assert "identity" in wo_origin(True, "identity") and "not learned" in wo_origin(True, "identity")
+    assert "file" in wo_origin(True, loaded=True)
+
+
+# --- the tab, on the bundled MiniLM ------------------------------------------------------------------------
+def _minilm_layer(minilm, layer: int, config: Config | None = None):
+    config = config or Config()
+    rec = record(minilm, SENTENCE)
+    return (layer_trace(minilm, rec, "encoder", layer, config), layer_weights(minilm, rec, "encoder", layer),
+            layer_input(rec, "encoder", layer))  # fmt: skip
+
+
+def test_lesson_steps_are_the_trace(minilm) -> None:
+    at = run_app(view="Lesson", layer="2")
+    assert_clean(at)
+    assert at.tabs[0].label == "Lesson" and VIEWS[0] == "Lesson"
+    labels = [e.label for e in at.expander]
+    assert [lab[: len("Step 1.")] for lab in labels] == list(STEP_TITLES)  # 1..7, in order
+    _, _, (t,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
+    labels = list(t.tokens)
+    it, animal = labels.index("it"), labels.index("animal")
+    head = int(np.argmax(t.pattern[:, it, animal].numpy()))  # the default: most weight from "it" to "animal"
+    assert at.selectbox(key="lesson_head").value == head
+    s = specs(at)
+    assert len(s) == 13  # X; Q, K, V; QKᵀ; scaled; masked; softmax; z, concat, output; claims (a) and (b)
+    qk = t.q[head].double() @ t.k[head].double().T  # [n, n]
+    expected = [t.x, t.q[head], t.k[head], t.v[head], qk, qk * t.scale, t.scores[head], t.pattern[head],
+                t.z[head], t.concat, t.output]  # fmt: skip
+    n = t.n_tokens
+    for spec, want in zip(s, expected, strict=False):
+        want = want.double().numpy()
+        np.testing.assert_allclose(_z(spec), want, rtol=1e-5, atol=1e-5, err_msg=spec["layout"]["title"]["text"])
+        assert f"[{want.shape[0]} × {want.shape[1]}]" in spec["layout"]["title"]["text"]
+        assert list(heatmaps(spec)[0]["y"]) == list(t.tokens)
+    assert "b_Q^" in s[1]["layout"]["title"]["text"]  # MiniLM's projections have biases: named in the title
+    assert n == 15 and np.isfinite(_z(s[6])).all()  # an encoder: nothing masked
+    deeper = [c.value for c in at.caption if c.value.startswith("More: the ")]
+    assert len(deeper) == 7
+    assert all(any(f"the {v} tab" in c for v in VIEWS) for c in deeper)
+
+
+def test_lesson_claims_match_torch(minilm) -> None:
+    at = run_app(view="Lesson", layer="1")
+    assert_clean(at)
+    t, w, x = _minilm_layer(minilm, 1)
+    s = specs(at)
+    claim_a, claim_b = s[-2], s[-1]
+    xd = x.double()
+    wd = w.to("cpu", torch.float64)
+
+    def proj(m, b):  # [h, n, dk]
+        return torch.einsum("nd,hdk->hnk", xd, m) + b[:, None, :]
+
+    concat = _sdpa_heads(proj(wd.W_Q, wd.b_Q), proj(wd.W_K, wd.b_K), proj(wd.W_V, wd.b_V), wd.scale_factor)
+    out = concat @ wd.W_O.reshape(-1, wd.d_model) + wd.b_O  # [n, d]: torch's attention, head by head
+    for k in (0, 1):
+        np.testing.assert_allclose(_z(claim_a, k), out.numpy(), atol=1e-5)
+    np.testing.assert_allclose(_z(claim_a, 0), t.output.double().numpy(), atol=1e-4)  # and the model's output
+    assert _z(claim_a, 2).max() < 1e-5
+    cat = [torch.cat(list(m), dim=1) for m in (wd.W_Q, wd.W_K, wd.W_V)]
+    q, k, v = (xd @ m + b.reshape(-1) for m, b in zip(cat, (wd.b_Q, wd.b_K, wd.b_V), strict=True))
+    single = F.scaled_dot_product_attention(q, k, v)  # one head of width d_model, W^O = I: plain attention
+    for j in (0, 1):
+        np.testing.assert_allclose(_z(claim_b, j), single.numpy(), atol=1e-5)
+    assert _z(claim_b, 2).max() < 1e-5
+    assert not np.allclose(_z(claim_b, 0), _z(claim_a, 0), atol=1e-3)  # two different computations
+    diffs = [
+        a["text"]
+        for spec in (claim_a, claim_b)
+        for a in spec["layout"]["annotations"]
+        if a["text"].startswith("|difference|")
+    ]
+    assert len(diffs) == 2 and all(float(d.split("max ")[1]) < 1e-5 for d in diffs)
+
+
+def test_lesson_mask_hover_and_head_from_the_link(minilm) -> None:
+    at = run_app(view="Lesson", causal="true", lesson_head="head 3")
+    assert_clean(at)
+    assert at.selectbox(key="lesson_head").value == 3
+    assert any(lab.startswith("Step 5. Mask: causal") for lab in (e.label for e in at.expander))
+    masked = next(spec for spec in specs(at) if spec["layout"]["title"]["text"].startswith("masked scores"))
+    z = _z(masked)
+    n = z.shape[0]
+    above = np.triu(np.ones((n, n), dtype=bool), 1)
+    assert np.isnan(z[above]).all() and np.isfinite(z[~above]).all()
+    text = np.asarray(heatmaps(masked)[0]["text"], dtype=object)
+    assert (text[above] == "−∞ (masked)").all() and not any("nan" in str(v).lower() for v in text.ravel())
+    _, _, (t,) = traces(Config(causal=True), SENTENCE, layers=[0], lm=minilm)
+    np.testing.assert_allclose(_z(specs(at)[7]), t.pattern[3].numpy(), atol=1e-6)  # head 3's softmax
+    at.selectbox(key="lesson_head").set_value(5).run()
+    assert_clean(at)
+    assert specs(at)[1]["layout"]["title"]["text"].startswith("Q_5")
+
+
+def test_lesson_default_head_follows_the_layer(minilm) -> None:
+    at = run_app(view="Lesson")
+    at.selectbox(key="layer").set_value(4).run()
+    assert_clean(at)
+    _, _, (t,) = traces(Config(), SENTENCE, layers=[4], lm=minilm)
+    labels = list(t.tokens)
+    expected = int(np.argmax(t.pattern[:, labels.index("it"), labels.index("animal")].numpy()))
+    assert at.selectbox(key="lesson_head").value == expected
+
+
+# --- the W^O tab --------------------------------------------------------------------------------------
+def test_wo_view_draws_wo_and_the_identity_check(minilm) -> None:
+    at = run_app(view="W^O", layer="3")
+    assert_clean(at)
+    t, w, x = _minilm_layer(minilm, 3)
+    wo = specs(at)[0]
+    np.testing.assert_allclose(_z(wo), t.W_O.reshape(12 * 32, 384).double().numpy(), atol=1e-7)
+    assert wo["layout"]["yaxis"]["ticktext"] == [f"head {j}" for j in range(12)]
+    assert len(wo["layout"]["shapes"]) == 11  # a line between each two heads
+    assert "learned" in wo["layout"]["title"]["text"]
+    assert not at.metric  # the bare number is gone; the picture says it
+    check = specs(at)[-1]
+    single = identity_equivalence(w, x)
+    np.testing.assert_allclose(_z(check, 1), single.right, atol=1e-5)
+    assert _z(check, 2).max() < 1e-5
+
+
+def test_own_weights_are_not_called_learned() -> None:
+    at = run_app(view="W^O", src="Own weights", d_model="64", own_heads="4", seed="7")
+    assert_clean(at)
+    intro = at.markdown[0].value
+    assert "not learned" in intro and "xavier" in intro and "seed 7" in intro
+    assert "the learned W^O decides" not in intro
+    title = specs(at)[0]["layout"]["title"]["text"]
+    assert "not learned" in title and "(learned)" not in title
+    names = [a["text"] for a in specs(at)[1]["layout"]["annotations"]]
+    assert any("original W^O" in nm for nm in names) and not any("learned" in nm for nm in names)
+    at = run_app(view="Lesson", src="Own weights", d_model="64", own_heads="4", init="identity")
+    assert_clean(at)
+    step7 = next(m.value for m in at.markdown if m.value.startswith("Head "))
+    assert "not learned" in step7 and "identity init" in step7
+
+
+# --- a decoder with rotary embeddings and grouped K/V (SmolLM2) ------------------------------------------
+def test_lesson_on_smollm2_shows_q_k_v_as_used() -> None:
+    from mha_viz.pipeline import load
+
+    at = run_app(view="Lesson", src="SmolLM2-135M (bundled)", layer="2")
+    assert_clean(at)
+    lm = load(Config(model="smollm2"))
+    _, _, (t,) = traces(Config(model="smollm2"), SENTENCE, layers=[2], lm=lm)
+    i = at.selectbox(key="lesson_head").value
+    g = i // t.group
+    s = specs(at)
+    titles = _titles(at)
+    assert titles[1].startswith(f"Q_{i} = X · W_Q^{i}, before rotation") and "rotated" in titles[4]
+    want = [t.x, t.q_pre[i], t.k_pre[g], t.v[g], t.q[i], t.k[g]]
+    for spec, m in zip(s, want, strict=False):
+        np.testing.assert_allclose(_z(spec), m.double().numpy(), rtol=1e-5, atol=1e-5)
+    assert any(e.label == "Step 5. Mask: causal" for e in at.expander)
+    assert any("rotary" in m.value for m in at.markdown)
+    claim_a = s[-1]
+    q, k, v = t.q.double(), t.k.double().repeat_interleave(t.group, 0), t.v.double().repeat_interleave(t.group, 0)
+    concat = _sdpa_heads(q, k, v, t.scale, mask=torch.ones(t.n_tokens, t.n_tokens, dtype=torch.bool).tril())
+    loop = concat @ t.W_O.double().reshape(-1, t.W_O.shape[-1])
+    np.testing.assert_allclose(_z(claim_a, 1), loop.numpy(), atol=1e-4)
+    assert _z(claim_a, 2).max() < 1e-5
+    assert any("not plain linear maps" in i.value for i in at.info)  # claim (b) says why it is not shown
+
+
+def test_large_pictures_are_block_means_that_say_so() -> None:
+    from mha_viz.figures import comparison, wo_heatmap
+
+    rng = np.random.default_rng(0)
+    w_o = rng.normal(size=(9, 64, 576)).astype(np.float32)  # SmolLM2's shape: 576 > MAX_WO_CELLS a side
+    fig, note = wo_heatmap(w_o, "W^O")
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    expected = w_o.reshape(576, 576).reshape(288, 2, 288, 2).mean((1, 3))  # 2 × 2 blocks, inside one head each
+    np.testing.assert_allclose(z, expected, atol=1e-5)
+    assert "2 × 2 block" in note and list(fig.layout.yaxis.ticktext) == [f"head {j}" for j in range(9)]
+    left = rng.normal(size=(400, 384))
+    right = left.copy()
+    right[123, 45] += 1e-3  # one entry off: the printed max must see it even though the picture is pooled
+    fig = comparison(left, right, ("a", "b"), [str(i) for i in range(400)], "claim")
+    assert "block means" in fig.layout.title.text and fig.layout.annotations[2].text == "|difference|, max 1.00e-03"
+    assert np.asarray(fig.data[0].z).shape == (200, 192)
