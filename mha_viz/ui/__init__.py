@@ -42,6 +42,7 @@ from mha_viz.ui.views import (
     wo_view,
 )
 from mha_viz.ui.views.induction import induction_view
+from mha_viz.ui.views.lines import lines_view
 from mha_viz.ui.views.next_token import next_token_view
 from mha_viz.ui.views.wo import WO_MODES
 
@@ -49,6 +50,7 @@ __all__ = ["guarded", "main", "plain"]
 log = logging.getLogger("mha_viz")
 VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Heads": heads_view,
+    "Lines": lines_view,
     "Compare heads": compare_view,
     "Head roles": roles_view,
     "Where does it look?": where_view,

@@ -51,6 +51,7 @@ MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 VIEWS = (
     "Heads",
+    "Lines",
     "Compare heads",
     "Head roles",
     "Where does it look?",
