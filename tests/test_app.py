@@ -295,7 +295,7 @@ def test_unknown_view_in_the_link_is_reported(minilm) -> None:
     at = run_app(view="nonexistent")
     assert_clean(at)
     note = ignored_note(at)
-    assert "view=nonexistent" in note and "Heads, Compare heads" in note and "showing Heads" in note
+    assert "view=nonexistent" in note and "Heads, Lines, Compare heads" in note and "showing Heads" in note
     assert len(heatmaps(specs(at)[0])) == 12  # the Heads view is what is shown
 
 

@@ -198,17 +198,19 @@ def attention_lines(
     fig.update_yaxes(visible=False, range=[rows - 0.5, -0.5])
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
-        annotations=[{"text": line_note(lines, len(labels), len(key_labels)), "xref": "paper", "yref": "paper",
-                      "x": 0, "y": 1, "yanchor": "bottom", "showarrow": False, "font": {"size": 11}, "align": "left"}],
         height=int(max(320, ROW_PX * rows + 130)),
-        margin={"l": 10, "r": 10, "t": 80, "b": 10},
+        margin={"l": 10, "r": 10, "t": 90, "b": 10},
         hovermode="closest",
         clickmode="event+select",
         dragmode="pan",
         legend={"orientation": "h", "y": -0.01, "yanchor": "top"},
         plot_bgcolor="white",
-    )  # fmt: skip
-    return safe(fig)
+    )
+    fig = safe(fig)
+    # the note holds no user text, so it is added after escaping (its <br> must stay a line break)
+    fig.add_annotation(text=line_note(lines, len(labels), len(key_labels)), xref="paper", yref="paper", x=0, y=1,
+                       xanchor="left", yanchor="bottom", showarrow=False, font={"size": 11}, align="left")  # fmt: skip
+    return fig
 
 
 def line_note(lines: LineSet, n_q: int, n_k: int) -> str:
@@ -221,4 +223,4 @@ def line_note(lines: LineSet, n_q: int, n_k: int) -> str:
         parts.append(f"queries {q0}–{q1 - 1} of {n_q}")
     if k1 - k0 < n_k:
         parts.append(f"keys {k0}–{k1 - 1} of {n_k} ({lines.outside:.0%} of the weight goes outside)")
-    return "; ".join(parts)
+    return "; ".join(parts[:1]) + ("<br>" + "; ".join(parts[1:]) if parts[1:] else "")
