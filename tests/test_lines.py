@@ -232,3 +232,23 @@ def test_long_text_stays_within_the_caps(minilm) -> None:
     start = focus - MAX_ROWS // 2
     assert {q for _, q, _ in got} == {focus}
     assert got == pytest.approx(expected(pattern, range(12), [focus], range(start, start + MAX_ROWS)), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("custom", "focus"),
+    [([2, "query", "head 0: …"], "it"), ({"0": 1, "1": "query"}, "<b>x</b>"), ([3, "key", "head 0: …"], None)],
+)
+def test_click_on_a_query_token_makes_it_the_focus(custom, focus, monkeypatch) -> None:
+    """The chart's selection event (customdata: token index, side, hover lines) sets the focus selectbox;
+    a click on a key token (right column) changes nothing."""
+    from types import SimpleNamespace
+
+    import mha_viz.ui.context as context
+    import mha_viz.ui.views.lines as view
+
+    state = {"lines_fig": SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": custom}]))}
+    fake = SimpleNamespace(session_state=state)
+    monkeypatch.setattr(context, "st", fake)
+    monkeypatch.setattr(view, "st", fake)
+    view._on_click(LABELS)
+    assert state.get("lines_focus") == focus
