@@ -252,3 +252,28 @@ def test_click_on_a_query_token_makes_it_the_focus(custom, focus, monkeypatch) -
     monkeypatch.setattr(view, "st", fake)
     view._on_click(LABELS)
     assert state.get("lines_focus") == focus
+
+
+def test_cross_attention_draws_decoder_tokens_left_and_source_tokens_right(t5_dir: str) -> None:
+    t5 = {"src": "Hugging Face", "model_id": t5_dir, "target": "The animal was tired", "part": "cross-attention"}
+    at = run_app(view="Lines", lines_heads=["head 0", "head 1"], hide_special="true", **t5)
+    assert_clean(at)
+    spec = lines_spec(at)
+    tokens = token_traces(spec)
+    left, right = tokens["query tokens"]["text"], tokens["key tokens"]["text"]
+    assert len(left) != len(right)  # decoder tokens × source tokens
+    got = drawn(spec)
+    assert got and {h for h, _, _ in got} <= {0, 1}
+    assert max(q for _, q, _ in got) < len(left) and max(k for _, _, k in got) < len(right)
+
+
+def test_hidden_special_tokens_are_left_out_and_rows_renormalised(minilm) -> None:
+    at = run_app(view="Lines", hide_special="true", lines_heads=["head 2", "head 5"])
+    assert_clean(at)
+    spec = lines_spec(at)
+    _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
+    keep = [i for i, t in enumerate(trace.tokens) if t not in ("[CLS]", "[SEP]")]
+    sub = trace.pattern.numpy()[:, keep][:, :, keep].astype(np.float64)  # by hand: drop, then renormalise rows
+    sub /= sub.sum(-1, keepdims=True)
+    assert token_traces(spec)["query tokens"]["text"] == [trace.tokens[i] for i in keep]
+    assert drawn(spec) == pytest.approx(expected(sub, [2, 5]), abs=1e-6)
