@@ -277,3 +277,15 @@ def test_hidden_special_tokens_are_left_out_and_rows_renormalised(minilm) -> Non
     sub /= sub.sum(-1, keepdims=True)
     assert token_traces(spec)["query tokens"]["text"] == [trace.tokens[i] for i in keep]
     assert drawn(spec) == pytest.approx(expected(sub, [2, 5]), abs=1e-6)
+
+
+def test_long_text_window_from_the_link(minilm) -> None:
+    text = " ".join([SENTENCE] * 30)
+    at = run_app(view="Lines", text=text, lines_start="100")
+    assert_clean(at)
+    spec = lines_spec(at)
+    assert ignored_note(at) == ""
+    assert "queries 100–179 of 392; keys 100–179 of 392" in spec["layout"]["annotations"][0]["text"]
+    assert token_traces(spec)["query tokens"]["customdata"][0][0] == 100
+    at = run_app(view="Lines", text=text, lines_start="9999")
+    assert "lines_start=9999 (must be a whole number from 0 to 312; showing 0)" in ignored_note(at)
