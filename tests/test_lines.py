@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 from test_app import array, assert_clean, ignored_note, run_app
+from test_security import PAYLOADS
 
 from conftest import SENTENCE
 from mha_viz.config import Config
@@ -289,3 +290,17 @@ def test_long_text_window_from_the_link(minilm) -> None:
     assert token_traces(spec)["query tokens"]["customdata"][0][0] == 100
     at = run_app(view="Lines", text=text, lines_start="9999")
     assert "lines_start=9999 (must be a whole number from 0 to 312; showing 0)" in ignored_note(at)
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_hostile_labels_stay_text(payload: str) -> None:
+    """As tests/test_security.py checks for the other figures: no tag from a token reaches Plotly unescaped."""
+    tokens = ["[CLS]", payload, "it", "[SEP]"]
+    p = np.full((2, 4, 4), 0.25, dtype=np.float32)
+    fig = attention_lines(p, tokens, tokens, select_lines(p, [0, 1], focus=1), f"title with {payload}")
+    spec = spec_of(fig)
+    texts = json.dumps(spec["data"]) + json.dumps(spec["layout"].get("annotations", []))
+    texts += json.dumps(spec["layout"].get("title", {}))
+    for tag in ("<img", "<svg", "<a ", "<span"):
+        assert tag not in texts.replace("<extra>", "").replace("</extra>", ""), (tag, payload)
+    assert "&lt;" in texts or "<" not in payload
