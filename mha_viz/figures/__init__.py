@@ -7,11 +7,13 @@ distinct (see models.tokens.distinct_labels) or a categorical axis would merge r
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
 overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
 bars (focus_bars, head_bars, token_bars, paired_bars, lines), importance (pruning_figure, spectra),
-lesson (scores_heatmap, comparison, wo_heatmap).
+lesson (scores_heatmap, comparison, wo_heatmap),
+lines (attention_lines: token-to-token lines, with select_lines choosing what they draw).
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
-from mha_viz.figures.bars import FOCUS_TOP_KEYS, focus_bars, head_bars, lines, paired_bars, token_bars
+from mha_viz.figures import bars as _bars
+from mha_viz.figures.bars import FOCUS_TOP_KEYS, focus_bars, head_bars, paired_bars, token_bars
 from mha_viz.figures.common import (
     CELL_HOVER,
     CLICK_OVERLAY_MAX_CELLS,
@@ -30,7 +32,22 @@ from mha_viz.figures.importance import pruning_figure, spectra
 from mha_viz.figures.induction import induction_map, loss_lines
 from mha_viz.figures.lens import logit_lens
 from mha_viz.figures.lesson import MAX_WO_CELLS, comparison, scores_heatmap, wo_heatmap
+from mha_viz.figures.lines import (
+    LINE_THRESHOLD,
+    MAX_LINE_HEADS,
+    MAX_ROWS,
+    MAX_SEGMENTS,
+    LineSet,
+    attention_lines,
+    select_lines,
+    strongest_head,
+    token_window,
+)
 from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
+
+# Importing the submodule mha_viz.figures.lines sets this package's attribute `lines` to that module; the
+# public name `lines` is the line chart of bars.py (as before), bound here after every import.
+lines = _bars.lines
 
 __all__ = [
     "CELL_HOVER",
@@ -38,11 +55,17 @@ __all__ = [
     "DIVERGING",
     "FOCUS_TOP_KEYS",
     "GRID_MAX_CELLS",
+    "LINE_THRESHOLD",
+    "MAX_LINE_HEADS",
+    "MAX_ROWS",
+    "MAX_SEGMENTS",
     "MAX_WO_CELLS",
     "POOLED_HOVER",
     "ROLE_COLOURS",
     "SEQUENTIAL",
     "WEIGHT_HOVER",
+    "LineSet",
+    "attention_lines",
     "block_labels",
     "comparison",
     "focus_bars",
@@ -61,7 +84,10 @@ __all__ = [
     "roles_map",
     "safe",
     "scores_heatmap",
+    "select_lines",
     "spectra",
+    "strongest_head",
     "token_bars",
+    "token_window",
     "wo_heatmap",
 ]

@@ -45,6 +45,7 @@ from mha_viz.ui.views.circuits import circuits_view
 from mha_viz.ui.views.importance import importance_view
 from mha_viz.ui.views.induction import induction_view
 from mha_viz.ui.views.lesson import lesson_view
+from mha_viz.ui.views.lines import lines_view
 from mha_viz.ui.views.masks import masks_view
 from mha_viz.ui.views.next_token import next_token_view
 from mha_viz.ui.views.wo import WO_MODES
@@ -54,6 +55,7 @@ log = logging.getLogger("mha_viz")
 VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Lesson": lesson_view,
     "Heads": heads_view,
+    "Lines": lines_view,
     "Compare heads": compare_view,
     "Head roles": roles_view,
     "Where does it look?": where_view,

@@ -53,6 +53,7 @@ DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 VIEWS = (
     "Lesson",
     "Heads",
+    "Lines",
     "Compare heads",
     "Head roles",
     "Where does it look?",
