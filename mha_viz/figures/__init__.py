@@ -6,14 +6,13 @@ distinct (see models.tokens.distinct_labels) or a categorical axis would merge r
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
 overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
-bars (focus_bars, head_bars, token_bars, paired_bars, lines), importance (pruning_figure, spectra),
+bars (focus_bars, head_bars, token_bars, paired_bars, line_chart), importance (pruning_figure, spectra),
 lesson (scores_heatmap, comparison, wo_heatmap),
 lines (attention_lines: token-to-token lines, with select_lines choosing what they draw).
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
-from mha_viz.figures import bars as _bars
-from mha_viz.figures.bars import FOCUS_TOP_KEYS, focus_bars, head_bars, paired_bars, token_bars
+from mha_viz.figures.bars import FOCUS_TOP_KEYS, focus_bars, head_bars, line_chart, paired_bars, token_bars
 from mha_viz.figures.common import (
     CELL_HOVER,
     CLICK_OVERLAY_MAX_CELLS,
@@ -45,10 +44,6 @@ from mha_viz.figures.lines import (
 )
 from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
 
-# Importing the submodule mha_viz.figures.lines sets this package's attribute `lines` to that module; the
-# public name `lines` is the line chart of bars.py (as before), bound here after every import.
-lines = _bars.lines
-
 __all__ = [
     "CELL_HOVER",
     "CLICK_OVERLAY_MAX_CELLS",
@@ -72,7 +67,7 @@ __all__ = [
     "head_bars",
     "heads_grid",
     "induction_map",
-    "lines",
+    "line_chart",
     "logit_lens",
     "loss_lines",
     "matrix_heatmap",

@@ -72,7 +72,7 @@ def head_bars(values: dict[str, np.ndarray], names: Sequence[str], title: str) -
     return safe(fig)
 
 
-def lines(x: Sequence[float], series: dict[str, Sequence[float]], title: str, x_title: str) -> go.Figure:
+def line_chart(x: Sequence[float], series: dict[str, Sequence[float]], title: str, x_title: str) -> go.Figure:
     """One small line chart per series, sharing the x axis (e.g. figures across head counts)."""
     fig = make_subplots(rows=1, cols=len(series), subplot_titles=list(series))
     xs = [str(v) for v in x]

@@ -7,7 +7,7 @@ import streamlit as st
 
 from mha_viz.budget import check_grid
 from mha_viz.edits import divisors
-from mha_viz.figures import heads_grid, lines
+from mha_viz.figures import heads_grid, line_chart
 from mha_viz.ui.cache import MAX_SWEEP_HEADS, get_sweep, sweep_counts
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice
@@ -63,7 +63,7 @@ def headcount_view(ctx: Ctx) -> None:
         "output change vs original": sweep["output_change"],
     }
     plot(
-        lines(sweep["heads"], series, "Across head counts (same weights, re-split)", "heads"),
+        line_chart(sweep["heads"], series, "Across head counts (same weights, re-split)", "heads"),
         "headcount_summary",
         ctx.c.image_format,
     )
