@@ -95,7 +95,8 @@ def _windows(
 
 def lines_view(ctx: Ctx) -> None:
     t = ctx.trace()
-    sh = ctx.shown(t)
+    sh = ctx.shown(t, follow_measure=True)
+    ctx.measure_note()
     h = sh.pattern.shape[0]
     cross = t.part == "cross"
     sides = "decoder tokens left, source tokens right" if cross else "query tokens left, key tokens right"
@@ -128,13 +129,13 @@ def lines_view(ctx: Ctx) -> None:
     with left:
         fig = attention_lines(sh.pattern, sh.labels, sh.key_labels, lines, title)
         plot(fig, "lines_fig", ctx.c.image_format, on_select=lambda: _on_click(sh.labels))
-    downloads("lines", csv_data=lines_csv(lines, sh.labels, sh.key_labels))
+    downloads("lines", csv_data=lines_csv(lines, sh.labels, sh.key_labels, ctx.value_name.replace(" ", "_")))
 
 
-def lines_csv(lines: LineSet, labels: Sequence[str], key_labels: Sequence[str]) -> bytes:
+def lines_csv(lines: LineSet, labels: Sequence[str], key_labels: Sequence[str], value: str = "weight") -> bytes:
     """The drawn weights, one row per line: query, key, head, weight."""
     rows = [
         [labels[q], key_labels[k], int(h), f"{float(w):.9g}"]
         for h, q, k, w in zip(lines.head, lines.query, lines.key, lines.weight, strict=True)
     ]
-    return csv_bytes(["query", "key", "head", "weight"], rows)
+    return csv_bytes(["query", "key", "head", value], rows)
