@@ -57,3 +57,25 @@ def test_sink_collapses_under_contribution_on_minilm(minilm) -> None:
 def test_row_shares_of_zero_rows_stay_zero() -> None:
     values = np.array([[[0.0, 0.0], [1.0, 3.0]]])
     np.testing.assert_allclose(norms.row_shares(values), [[[0.0, 0.0], [0.25, 0.75]]])
+
+
+def test_the_switch_draws_contributions_in_rollout_and_overview(minilm) -> None:
+    from mha_viz.analysis import rollout
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    _, _, ts = traces(Config(), SENTENCE, lm=minilm)
+    shares = np.stack([norms.shown_pattern(t, "contribution") for t in ts])  # [L, H, n, n]
+    at = run_app(view="Rollout", contrib="true")
+    assert_clean(at)
+    (roll,) = heatmaps(specs(at)[0])
+    np.testing.assert_allclose(array(roll["z"]), rollout(shares)[-1], atol=1e-5)
+    assert any("Kobayashi" in c.value for c in at.caption)
+    plain = run_app(view="Rollout")
+    (weights,) = heatmaps(specs(plain)[0])
+    assert not np.allclose(array(weights["z"]), array(roll["z"]), atol=1e-3)  # the switch changes what is drawn
+    at = run_app(view="Overview", contrib="true")
+    assert_clean(at)
+    tiles = array(heatmaps(specs(at)[0])[0]["z"])  # tiles with NaN gaps between them
+    weight_tiles = array(heatmaps(specs(run_app(view="Overview"))[0])[0]["z"])
+    assert np.nanmax(tiles) <= 1 + 1e-6 and any("Kobayashi" in c.value for c in at.caption)
+    assert not np.allclose(np.nan_to_num(tiles), np.nan_to_num(weight_tiles), atol=1e-3)
