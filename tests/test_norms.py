@@ -60,8 +60,9 @@ def test_row_shares_of_zero_rows_stay_zero() -> None:
 
 
 def test_the_switch_draws_contributions_in_rollout_and_overview(minilm) -> None:
-    from mha_viz.analysis import rollout
     from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    from mha_viz.analysis import rollout
 
     _, _, ts = traces(Config(), SENTENCE, lm=minilm)
     shares = np.stack([norms.shown_pattern(t, "contribution") for t in ts])  # [L, H, n, n]
