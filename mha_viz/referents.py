@@ -158,3 +158,14 @@ def replace_word(text: str, old: str, new: str) -> str | None:
             parts[n] = new
             return "".join(parts)
     return None
+
+
+def default_candidates(labels: Sequence[str]) -> tuple[int, int] | None:
+    """Two candidate referents among ``labels`` (the tokens both sentences share): "animal" and "street" when
+    both are there, else the words right after the first two articles (the, a, an); None if there are not two."""
+    labels = list(labels)
+    if "animal" in labels and "street" in labels:
+        return labels.index("animal"), labels.index("street")
+    words = [word(label) for label in labels]
+    after = [i + 1 for i in range(len(words) - 1) if words[i] in ARTICLES and words[i + 1] not in ARTICLES]
+    return (after[0], after[1]) if len(after) >= 2 else None

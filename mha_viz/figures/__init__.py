@@ -6,7 +6,7 @@ distinct (see models.tokens.distinct_labels) or a categorical axis would merge r
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
 overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
-bars (focus_bars, head_bars, token_bars, paired_bars, lines).
+maps (layer_head_values), bars (focus_bars, head_bars, token_bars, paired_bars, lines).
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
@@ -27,6 +27,7 @@ from mha_viz.figures.grids import heads_grid, overview
 from mha_viz.figures.heatmap import matrix_heatmap
 from mha_viz.figures.induction import induction_map, loss_lines
 from mha_viz.figures.lens import logit_lens
+from mha_viz.figures.maps import layer_head_values
 from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "head_bars",
     "heads_grid",
     "induction_map",
+    "layer_head_values",
     "lines",
     "logit_lens",
     "loss_lines",

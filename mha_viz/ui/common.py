@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz.analysis import drop_special
-from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap
+from mha_viz.figures import focus_bars, heads_grid, layer_head_values
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
 
@@ -125,10 +125,17 @@ def head_names(n: int) -> list[str]:
     return [f"head {i}" for i in range(n)]
 
 
-def layer_head_map(values: np.ndarray, title: str, value_name: str, key: str, image_format: str) -> None:
-    """One number per layer × head as a heatmap (rows L0…, columns H0…). Shapes: values [L, H]."""
-    L, H = values.shape
-    fig = matrix_heatmap(
-        values, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], title, value_name=value_name
-    )
-    plot(fig, key, image_format)
+def layer_head_map(
+    values: np.ndarray,
+    title: str,
+    value_name: str,
+    key: str,
+    image_format: str,
+    on_select: Callable[[], None] | None = None,
+    diverging: bool = False,
+) -> None:
+    """One number per layer × head as a heatmap (rows L0…, columns H0…); with ``on_select``, a click on a cell
+    calls it (read the cell with context.clicked_points(key): customdata (layer, head, value)).
+    Shapes: values [L, H]."""
+    fig = layer_head_values(values, title, value_name, diverging=diverging)
+    plot(fig, key, image_format, on_select=on_select or "ignore")
