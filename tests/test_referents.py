@@ -243,3 +243,47 @@ def test_default_candidates() -> None:
     assert default_candidates(["[CLS]", "the (1)", "animal", "the (5)", "street", "it"]) == (2, 4)
     assert default_candidates(["<s>", "The", "trophy", "in", "the", "suitcase", "it"]) == (2, 5)
     assert default_candidates(["[CLS]", "a", "cat", "sat", "[SEP]"]) is None
+
+
+def test_app_where_show_button_and_two_word_replacement(minilm) -> None:
+    at = run_app(view="Where does it look?")
+    label = next(m.value for m in at.markdown if m.value.startswith("3. "))  # "3. layer L, head H: w"
+    la, he = (int(x) for x in label[3:].split(":")[0].replace("layer ", "").replace(" head ", "").split(","))
+    at.button(key="where_show_3").click().run()
+    clean(at)
+    assert (at.selectbox(key="where_layer").value, at.selectbox(key="where_head").value) == (la, he)
+    assert any(t.startswith(f"Layer {la}, head {he}: attention weights") for t in titles(at))
+    at = run_app(view="Two sentences")
+    assert (at.text_input(key="two_old").value, at.text_input(key="two_new").value) == ("tired", "wide")
+    at.text_input(key="two_new").set_value("narrow").run()
+    at.button(key="two_build").click().run()
+    clean(at)
+    assert at.text_input(key="text_b").value == SENTENCE.replace("tired", "narrow")
+    at.text_input(key="two_old").set_value("zebra").run()
+    at.button(key="two_build").click().run()
+    assert not at.exception and any("zebra" in w.value for w in at.warning)
+    assert at.text_input(key="text_b").value == SENTENCE.replace("tired", "narrow")  # unchanged
+
+
+CLICKABLE_MAPS = [
+    ("where", "where_map", ("where_layer", "where_head")),
+    ("two_sentences", "two_moved", ("two_layer", "two_head")),
+]
+
+
+@pytest.mark.parametrize(("module", "chart", "keys"), CLICKABLE_MAPS)
+def test_map_click_opens_the_head_in_place(module: str, chart: str, keys: tuple[str, str], monkeypatch) -> None:
+    """A click on a layer × head map (customdata layer, head, value) shows that head in the same tab."""
+    import importlib
+    from types import SimpleNamespace
+
+    import mha_viz.ui.context as context
+
+    view = importlib.import_module(f"mha_viz.ui.views.{module}")
+    points = [{"customdata": {"0": 4, "1": 7, "2": 0.5}}]
+    state = {chart: SimpleNamespace(selection=SimpleNamespace(points=points))}
+    fake = SimpleNamespace(session_state=state)
+    monkeypatch.setattr(context, "st", fake)
+    monkeypatch.setattr(view, "st", fake)
+    view._on_map_click()
+    assert (state[keys[0]], state[keys[1]]) == (4, 7) and "view" not in state
