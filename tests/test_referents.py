@@ -192,10 +192,17 @@ def test_app_opens_on_the_found_head(minilm, minilm_two) -> None:
     assert any(t.startswith(f"Layer {layer}, head {head}: attention weights") for t in titles(at))
 
 
-def test_app_link_layer_and_head_win(minilm) -> None:
+def test_app_link_layer_and_head_win(minilm, minilm_two) -> None:
+    (labels, p), _ = minilm_two
+    layer, head, _ = focus_head(p, labels.index("it"), labels.index("animal"))
+    assert layer != 2  # else the link's layer would be the found one
     at = run_app(layer="2")
     clean(at)
     assert at.selectbox(key="layer").value == 2 and at.selectbox(key="head").value == 0
+    said = [c.value.replace("\\", "") for c in at.caption]
+    assert any(
+        c.startswith(f"Layer {layer}, head {head} is the head where “it” attends most to “animal”") for c in said
+    ), said
     at = run_app(layer="1", head="head 4")
     assert at.selectbox(key="layer").value == 1 and at.selectbox(key="head").value == 4
     at = run_app(text="humpty dumpty sat on")  # no pronoun: today's defaults

@@ -29,7 +29,7 @@ class Found:
         what = f"the head where “{self.query}” attends most to “{self.key}” ({self.weight:.2f})"
         if opened:
             return plain(f"Opened on layer {self.layer}, head {self.head}: {what}.")
-        return plain(f"Layer {self.layer}, head {self.head} is {what}; pick it above to see it.")
+        return plain(f"Layer {self.layer}, head {self.head} is {what}; choose that layer and head to see it.")
 
 
 def found_head(config: Config, text: str, target: str | None, part: str | None) -> Found | None:

@@ -80,7 +80,7 @@ def _sentences(ctx: Ctx) -> str:
     note = st.session_state.pop(NOTE, None)
     if note:
         st.warning(plain(note))
-    swap = f"Swap {diff[0]} ↔ {diff[1]}" if diff else "Swap the two sentences"
+    swap = plain(f"Swap {diff[0]} ↔ {diff[1]}") if diff else "Swap the two sentences"
     st.button(swap, key="two_swap", on_click=_swap, help="The first sentence (sidebar) and the second change places.")
     return text_b
 
