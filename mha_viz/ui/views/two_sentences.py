@@ -115,7 +115,8 @@ def two_view(ctx: Ctx) -> None:
     cols = st.columns(3)
     focus = cols[0].selectbox("Focus token (in both sentences)", options, key="two_focus", bind="query-params",
                               on_change=_forget_shown)  # fmt: skip
-    found = default_candidates(shared) or (0, min(1, len(shared) - 1))
+    words = [n for n, (i, _) in enumerate(pairs) if not ctx.special[i] and shared[n] != focus]  # shared words
+    found = default_candidates(shared) or ((words[0], words[1]) if len(words) > 1 else (0, min(1, len(shared) - 1)))
     valid_choice("two_c1", shared, shared[found[0]])
     valid_choice("two_c2", shared, shared[found[1]])
     c1 = cols[1].selectbox("Candidate 1 (weight leaves it)", shared, key="two_c1", bind="query-params",
