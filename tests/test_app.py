@@ -47,7 +47,7 @@ def assert_clean(at: AppTest) -> None:
 
 
 def test_default_page_heads_view(minilm) -> None:
-    at = run_app(view="Heads")
+    at = run_app(view="Heads", layer="0")
     assert_clean(at)
     assert at.sidebar.text_input(key="text").value == SENTENCE
     grid = specs(at)[0]
@@ -79,8 +79,8 @@ def test_controls_change_the_figures(minilm) -> None:
     [
         ("Compare heads", 5),
         ("Head roles", 1),
-        ("Where does it look?", 1),
-        ("Two sentences", 2),
+        ("Where does it look?", 2),
+        ("Two sentences", 5),
         ("Head count", 2),
         ("W^O", 4),
         ("Ablation", 1),
@@ -195,7 +195,7 @@ def test_own_weights_and_seed_example(minilm) -> None:
 
 
 def test_heads_grid_titles_carry_roles(minilm) -> None:
-    at = run_app(view="Heads")
+    at = run_app(view="Heads", layer="0")
     titles = [a["text"] for a in specs(at)[0]["layout"]["annotations"]]
     assert titles[2] == "head 2 · previous token"  # MiniLM layer 0 head 2 attends to the previous token
     assert all(t.startswith("head ") and " · " in t for t in titles)
@@ -228,7 +228,7 @@ def test_roles_table_and_where_ranking(minilm) -> None:
 
 def test_two_sentences_and_rollout_and_ablation(minilm) -> None:
     at = run_app(view="Two sentences")
-    change = array(heatmaps(specs(at)[0])[0]["z"])
+    change = array(heatmaps(specs(at)[-1])[0]["z"])  # the total variation map (last)
     assert change.shape == (6, 12) and np.all((change >= 0) & (change <= 1)) and change.max() > 0.3
     at = run_app(view="Rollout")
     roll = array(heatmaps(specs(at)[0])[0]["z"])
@@ -285,8 +285,9 @@ def ignored_note(at: AppTest) -> str:
 def test_out_of_range_layer_in_the_link_is_reported(minilm) -> None:
     at = run_app(layer="999", view="Heads")
     assert_clean(at)
-    assert "Ignored from the link: layer=999 (this model has layers 0-5; showing layer 0)" in ignored_note(at)
-    assert at.selectbox(key="layer").value == 0 and len(heatmaps(specs(at)[0])) == 12
+    # the default layer: the "it" → "animal" head's (layer 5 of MiniLM, see tests/test_referents.py)
+    assert "Ignored from the link: layer=999 (this model has layers 0-5; showing layer 5)" in ignored_note(at)
+    assert at.selectbox(key="layer").value == 5 and len(heatmaps(specs(at)[0])) == 12
     at.run()  # said once: the value is gone from the link
     assert ignored_note(at) == "" and "layer" not in at.query_params
 
@@ -449,7 +450,7 @@ def test_two_sentences_on_a_decoder_compares_what_can_change() -> None:
     assert any("Under a causal mask" in i.value for i in at.info)
     focus = at.selectbox(key="two_focus")
     assert focus.value == "the last token (each sentence's own)" and "it" not in focus.options
-    change = array(heatmaps(specs(at)[0])[0]["z"])
+    change = array(heatmaps(specs(at)[-1])[0]["z"])  # the total variation map (last)
     assert change.shape == (30, 9) and change.max() > 0.05  # "tired" vs "wide": the last token's rows differ
 
 

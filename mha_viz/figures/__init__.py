@@ -6,7 +6,8 @@ distinct (see models.tokens.distinct_labels) or a categorical axis would merge r
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
 overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
-bars (focus_bars, head_bars, token_bars, paired_bars, line_chart), importance (pruning_figure, spectra),
+maps (layer_head_values), bars (focus_bars, head_bars, token_bars, paired_bars, line_chart),
+importance (pruning_figure, spectra),
 lesson (scores_heatmap, comparison, wo_heatmap),
 lines (attention_lines: token-to-token lines, with select_lines choosing what they draw).
 Every public name is re-exported here, so callers import from mha_viz.figures.
@@ -42,6 +43,7 @@ from mha_viz.figures.lines import (
     strongest_head,
     token_window,
 )
+from mha_viz.figures.maps import layer_head_values
 from mha_viz.figures.roles import ROLE_COLOURS, role_colours, roles_map
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
     "head_bars",
     "heads_grid",
     "induction_map",
+    "layer_head_values",
     "line_chart",
     "logit_lens",
     "loss_lines",

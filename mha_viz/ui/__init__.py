@@ -13,6 +13,7 @@ from mha_viz.pipeline import smollm2_dir, smollm2_ready
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.found import found_head
 from mha_viz.ui.memo import release_memory
 from mha_viz.ui.sidebar import (
     IGNORED,
@@ -106,7 +107,8 @@ def _context(c: Controls) -> Ctx | None:
         return None
     c = mask_controls(c, decoder=not c.config.own and lm.causal)
     part, target = ("encoder", None) if c.config.own else part_control(c, lm.parts, lm.encoder_decoder)
-    layer = layer_control(c, 1 if c.config.own else lm.n_layers(part))
+    n_layers = 1 if c.config.own else lm.n_layers(part)  # opens on the found head's layer when nothing names one
+    layer = layer_control(c, n_layers, lambda: getattr(found_head(c.config, c.text, target, part), "layer", 0))
     with st.spinner("Computing…"):
         base = guarded(lambda: get_base(c.config, c.text, target, part, layer))
     if base is None:

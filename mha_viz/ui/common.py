@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz.analysis import drop_special
-from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap
+from mha_viz.figures import focus_bars, heads_grid, layer_head_values
 from mha_viz.norms import shown_pattern
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
@@ -130,12 +130,16 @@ def head_names(n: int) -> list[str]:
 
 
 def layer_head_map(
-    values: np.ndarray, title: str, value_name: str, key: str, image_format: str, on_select: Callable | str = "ignore"
+    values: np.ndarray,
+    title: str,
+    value_name: str,
+    key: str,
+    image_format: str,
+    on_select: Callable[[], None] | None = None,
+    diverging: bool = False,
 ) -> None:
-    """One number per layer × head as a heatmap (rows L0…, columns H0…), clickable with ``on_select``.
+    """One number per layer × head as a heatmap (rows L0…, columns H0…); with ``on_select``, a click on a cell
+    calls it (read the cell with context.clicked_points(key): customdata (layer, head, value)).
     Shapes: values [L, H]."""
-    L, H = values.shape
-    fig = matrix_heatmap(
-        values, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], title, value_name=value_name
-    )
-    plot(fig, key, image_format, on_select=on_select)
+    fig = layer_head_values(values, title, value_name, diverging=diverging)
+    plot(fig, key, image_format, on_select=on_select or "ignore")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -314,14 +315,22 @@ def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bo
     return str(part), target
 
 
-def layer_control(controls: Controls, n_layers: int) -> int:
-    """The layer picker, drawn in its slot once the model (and so its layer count) is known."""
+def layer_control(controls: Controls, n_layers: int, default: Callable[[], int] | None = None) -> int:
+    """The layer picker, drawn in its slot once the model (and so its layer count) is known. ``default`` gives
+    the first layer shown when neither the session nor the link names a layer or a head (called only then)."""
     value = url_value("layer")
-    if value is not None and value not in [str(i) for i in range(max(n_layers, 1))]:
+    bad = value is not None and value not in [str(i) for i in range(max(n_layers, 1))]
+    first = 0
+    if "layer" not in st.session_state and (value is None or bad) and "head" not in st.query_params and default:
+        first = default() if n_layers > 1 else 0
+        first = first if 0 <= first < n_layers else 0
+    if bad:
         has = "one layer (0)" if n_layers <= 1 else f"layers 0-{n_layers - 1}"
-        note_ignored("layer", value, f"this model has {has}; showing layer 0")
+        note_ignored("layer", value, f"this model has {has}; showing layer {first}")
     if n_layers <= 1:
         return 0
+    if "layer" not in st.session_state and "layer" not in st.query_params:
+        st.session_state["layer"] = first
     if st.session_state.get("layer", 0) >= n_layers:
         st.session_state["layer"] = 0
     return int(controls.layer_slot.selectbox("Layer", list(range(n_layers)), key="layer", bind="query-params"))

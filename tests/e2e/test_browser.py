@@ -94,7 +94,7 @@ def test_hover_shows_the_real_weight(page: Page, app_url: str, minilm) -> None:
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
     tokens, pattern = list(trace.tokens), trace.pattern.numpy()  # pattern [12, n, n]
     n = len(tokens)
-    open_app(page, app_url, "?view=Heads")
+    open_app(page, app_url, "?view=Heads&layer=0")  # without a layer the app opens on the "it" → "animal" head
     chart = first_chart(page)
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     expect(chart.locator(ticks("x"))).to_have_count(4 * n)  # four bottom key axes, shared by each column

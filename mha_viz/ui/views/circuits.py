@@ -22,10 +22,9 @@ CIRCUITS_TEXT = (
 
 
 def _open_from_map() -> None:
-    for p, _ in clicked_points("copy_map"):  # x "H3", y "L5"
-        x, y = str(p.get("x", "")), str(p.get("y", ""))
-        if x.startswith("H") and y.startswith("L"):
-            st.session_state.update(layer=int(y[1:]), circ_head=int(x[1:]))
+    for _, custom in clicked_points("copy_map"):  # customdata (layer, head, value)
+        if len(custom) >= 2:
+            st.session_state.update(layer=int(custom[0]), circ_head=int(custom[1]))
             return
 
 

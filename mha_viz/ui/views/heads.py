@@ -13,6 +13,7 @@ from mha_viz.roles import head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, clicked_points, valid_choice
+from mha_viz.ui.found import found_head
 
 
 def _on_grid_click() -> None:
@@ -73,8 +74,9 @@ def heads_view(ctx: Ctx) -> None:
 def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     """The opened head and the focus token: a fragment, so changing them redraws only this part."""
     h, n = sh.pattern.shape[0], len(sh.labels)
+    found = found_head(ctx.config, ctx.c.text, ctx.target, ctx.part)
     left, right = st.columns(2)
-    valid_choice("head", list(range(h)), 0)
+    valid_choice("head", list(range(h)), found.head if found and found.layer == ctx.layer else 0)
     head = int(
         left.selectbox("Open head", list(range(h)), format_func=lambda i: f"head {i}", key="head", bind="query-params")
     )
@@ -82,8 +84,9 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     valid_choice("focus", list(sh.labels), default_focus)
     focus = right.selectbox("Focus token (query)", list(sh.labels), key="focus", bind="query-params")
     q = list(sh.labels).index(focus)
+    if found is not None:
+        st.caption(found.says(opened=(found.layer, found.head) == (ctx.layer, head)))
     with left:
-        title = f"Layer {ctx.layer}, head {head}: attention weights [{n} × {n}]"
         title = f"{ctx.where.capitalize()}, head {head}: attention weights [{n} × {len(sh.key_labels)}]"
         fig = matrix_heatmap(sh.pattern[head], sh.key_labels, sh.labels, title, value_name="weight", attention=True)
         plot(fig, "head_large", ctx.c.image_format)

@@ -19,10 +19,9 @@ TEXT_SETS = {"this text": "this text", "set": "this text and the example sentenc
 
 
 def _open_head() -> None:
-    for p, _ in clicked_points("imp_map"):  # x "H3", y "L5"
-        x, y = str(p.get("x", "")), str(p.get("y", ""))
-        if x.startswith("H") and y.startswith("L"):
-            st.session_state.update(layer=int(y[1:]), head=int(x[1:]), view="Heads")
+    for _, custom in clicked_points("imp_map"):  # customdata (layer, head, value)
+        if len(custom) >= 2:
+            st.session_state.update(layer=int(custom[0]), head=int(custom[1]), view="Heads")
             return
 
 

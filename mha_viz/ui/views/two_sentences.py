@@ -1,27 +1,95 @@
-"""The Two sentences tab: how much a shared token changes where it looks between two sentences."""
+"""The Two sentences tab: change one word ("tired" → "wide") and see which heads move the focus token ("it")
+from one candidate referent ("animal") to another ("street"); see referents.referent_shift."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import align_tokens, focus_shift
-from mha_viz.figures import paired_bars
+from mha_viz.figures import matrix_heatmap, paired_bars
+from mha_viz.referents import (
+    default_candidates,
+    differing_words,
+    rank_heads,
+    referent_shift,
+    replace_word,
+    shared_weights,
+)
 from mha_viz.ui.cache import tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, needs_pretrained, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, valid_choice
+from mha_viz.ui.sidebar import plain
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
 LAST = "the last token (each sentence's own)"
+SHOWN = ("two_layer", "two_head")
+TOP = 5
+NOTE = "_two_note"  # session_state: what the "replace word" button could not do
+
+
+def _swap() -> None:
+    """The two sentences change places (the first is the sidebar's text)."""
+    a, b = st.session_state.get("text"), st.session_state.get("text_b")
+    if a is not None and b is not None:
+        st.session_state.update(text=b, text_b=a)
+
+
+def _build() -> None:
+    text = st.session_state.get("text", "")
+    old, new = st.session_state.get("two_old", ""), st.session_state.get("two_new", "")
+    out = replace_word(text, old, new)
+    if out is None:
+        st.session_state[NOTE] = f"“{old}” is not a word of the first sentence, or “{new}” is not one word."
+    else:
+        st.session_state["text_b"] = out
+
+
+def _show(layer: int, head: int) -> None:
+    st.session_state.update(two_layer=layer, two_head=head)
+
+
+def _on_map_click() -> None:
+    for _, custom in clicked_points("two_moved"):  # customdata (layer, head, moved)
+        if len(custom) >= 2:
+            _show(int(custom[0]), int(custom[1]))
+            return
+
+
+def _forget_shown() -> None:
+    """A new focus or candidates: show the new ranking's top head."""
+    for key in SHOWN:
+        st.session_state.pop(key, None)
+        if key in st.query_params:
+            del st.query_params[key]
+
+
+def _sentences(ctx: Ctx) -> str:
+    text_b = st.text_input(
+        "Second sentence (press Enter)", SECOND_TEXT, key="text_b", bind="query-params", max_chars=5000
+    )
+    diff = differing_words(ctx.c.text, text_b)
+    a, b, c = st.columns([2, 2, 1])
+    st.session_state.setdefault("two_old", diff[0] if diff else "")
+    st.session_state.setdefault("two_new", diff[1] if diff else "")
+    a.text_input("Replace the word", key="two_old", max_chars=100, help="a word of the first (sidebar) sentence")
+    b.text_input("with", key="two_new", max_chars=100)
+    c.button("Make the second sentence", key="two_build", on_click=_build)
+    note = st.session_state.pop(NOTE, None)
+    if note:
+        st.warning(plain(note))
+    swap = plain(f"Swap {diff[0]} ↔ {diff[1]}") if diff else "Swap the two sentences"
+    st.button(swap, key="two_swap", on_click=_swap, help="The first sentence (sidebar) and the second change places.")
+    return text_b
 
 
 def two_view(ctx: Ctx) -> None:
     if needs_pretrained(ctx):
         return
-    ctx.hiding_not_applied("the change is measured on the model's own weights, over every token.")
-    text_b = st.text_input(
-        "Second sentence (press Enter)", SECOND_TEXT, key="text_b", bind="query-params", max_chars=5000
-    )
+    ctx.hiding_not_applied("the weights compared are the model's own, over every token.")
+    text_b = _sentences(ctx)
     tokens_b = tokens_of(ctx.config, text_b)
     a, b = list(ctx.base.tokens.pieces), list(tokens_b.pieces)
     pairs = align_tokens(a, b)
@@ -29,7 +97,8 @@ def two_view(ctx: Ctx) -> None:
         st.warning("The two sentences share no tokens to compare.")
         return
     shared = [ctx.base.tokens.labels[i] for i, _ in pairs]
-    choices = {label: pair for label, pair in zip(shared, pairs, strict=True)}
+    where = dict(zip(shared, pairs, strict=True))
+    choices = dict(where)
     if ctx.base.causal:
         same = 0  # tokens before the first difference see the same prefix in both sentences
         while same < len(pairs) and pairs[same] == (same, same):
@@ -43,29 +112,98 @@ def two_view(ctx: Ctx) -> None:
         choices = {LAST: (len(a) - 1, len(b) - 1), **{lb: p for lb, p in choices.items() if p[0] >= same}}
     options = list(choices)
     valid_choice("two_focus", options, options[0] if ctx.base.causal or "it" not in options else "it")
-    focus = st.selectbox("Focus token (in both sentences)", options, key="two_focus", bind="query-params")
+    cols = st.columns(3)
+    focus = cols[0].selectbox("Focus token (in both sentences)", options, key="two_focus", bind="query-params",
+                              on_change=_forget_shown)  # fmt: skip
+    words = [n for n, (i, _) in enumerate(pairs) if not ctx.special[i] and shared[n] != focus]  # shared words
+    found = default_candidates(shared) or ((words[0], words[1]) if len(words) > 1 else (0, min(1, len(shared) - 1)))
+    valid_choice("two_c1", shared, shared[found[0]])
+    valid_choice("two_c2", shared, shared[found[1]])
+    c1 = cols[1].selectbox("Candidate 1 (weight leaves it)", shared, key="two_c1", bind="query-params",
+                           on_change=_forget_shown)  # fmt: skip
+    c2 = cols[2].selectbox("Candidate 2 (weight goes to it)", shared, key="two_c2", bind="query-params",
+                           on_change=_forget_shown)  # fmt: skip
+    if c1 == c2:
+        st.info("Choose two different candidate referents.")
+        return
     qa, qb = choices[focus]
     pa, pb = ctx.patterns(), ctx.patterns(text_b)  # [L, H, na, na], [L, H, nb, nb]
+    cands = (where[c1], where[c2])
+    r = referent_shift(pa, pb, qa, qb, pairs, (cands[0][0], cands[1][0]), (cands[0][1], cands[1][1]))
+    f, n1, n2 = plain(focus), plain(c1), plain(c2)
+    st.markdown(
+        f"**Moved weight** of a head: take “{f}”'s attention row in each sentence, keep only the {len(pairs)} keys "
+        "both sentences share and rescale them to sum to 1, so weight on the words only one sentence has (the "
+        f"swapped word itself) does not count: w₁(key), w₂(key). **Moved** = (w₂({n2}) − w₁({n2})) − "
+        f"(w₂({n1}) − w₁({n1})). Positive: from the first sentence to the second, “{f}” turns from “{n1}” towards "
+        f"“{n2}”; negative: the other way. Heads are ranked by the size of the move, |moved|."
+    )
+    title = f"Weight “{focus}” moves from “{c1}” to “{c2}” (first → second sentence), per head"
+    layer_head_map(r["moved"], title, "moved", "two_moved", ctx.c.image_format, _on_map_click, diverging=True)
+    top = rank_heads(r["moved"], TOP)
+    st.markdown(f"**Top {len(top)} heads** by |moved| (*Open* shows the head below):")
+    for rank, (la, he, v) in enumerate(top, 1):
+        left, right = st.columns([5, 1])
+        left.markdown(
+            f"{rank}. layer {la}, head {he}: moved {v:+.3f} ({n1} {r['a1'][la, he]:.2f} → {r['b1'][la, he]:.2f}, "
+            f"{n2} {r['a2'][la, he]:.2f} → {r['b2'][la, he]:.2f})"
+        )
+        right.button("Open", key=f"two_open_{rank}", on_click=_show, args=(la, he))
+    _shown_head(ctx, pa, pb, qa, qb, pairs, focus, tokens_b.labels, top[0][:2], r)
+
+
+def _shown_head(
+    ctx: Ctx,
+    pa: np.ndarray,
+    pb: np.ndarray,
+    qa: int,
+    qb: int,
+    pairs: list[tuple[int, int]],
+    focus: str,
+    labels_b: Sequence[str],
+    top: tuple[int, int],
+    r: dict[str, np.ndarray],
+) -> None:
+    """The chosen head: the focus token's weights over the shared keys in both sentences, and the head's
+    pattern in each. Shapes: pa [L, H, na, na], pb [L, H, nb, nb]."""
     L, H = pa.shape[:2]
-    shift = [focus_shift(pa[la], pb[la], qa, qb, pairs) for la in range(L)]
-    change = np.stack([s["change"] for s in shift])  # [L, H]
+    valid_choice("two_layer", list(range(L)), top[0])
+    valid_choice("two_head", list(range(H)), top[1])
+    left, right = st.columns(2)
+    la = int(left.selectbox("Shown layer", list(range(L)), key="two_layer", bind="query-params"))
+    he = int(right.selectbox("Shown head", list(range(H)), key="two_head", bind="query-params"))
+    ia, ib = np.asarray([i for i, _ in pairs]), np.asarray([j for _, j in pairs])
+    wa, mass_a = shared_weights(pa[la, he, qa], ia)  # [m], []
+    wb, mass_b = shared_weights(pb[la, he, qb], ib)
+    labels_a = ctx.base.tokens.labels
+    keys = [labels_a[i] for i in ia]
+    title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
+    plot(paired_bars(keys, wa, wb, ("first sentence", "second sentence"), title), "two_bars", ctx.c.image_format)
+    only_a = " ".join(labels_a[i] for i in range(len(labels_a)) if i not in set(ia.tolist())) or "–"
+    only_b = " ".join(labels_b[j] for j in range(len(labels_b)) if j not in set(ib.tolist())) or "–"
     st.caption(
-        f"{len(pairs)} shared tokens aligned (of {len(a)} and {len(b)}). Change = total variation distance "
-        "between the focus token's two attention rows (weight on tokens only one sentence has counts fully)."
+        plain(
+            f"Moved here: {r['moved'][la, he]:+.3f}. Before rescaling, the shared keys held {float(mass_a):.3f} of "
+            f"the row in the first sentence and {float(mass_b):.3f} in the second; the rest went to the words only "
+            f"one sentence has ({only_a} | {only_b})."
+        )
     )
-    title = f"How much “{focus}” changes where it looks, per head"
-    layer_head_map(change, title, "change", "two_change", ctx.c.image_format)
-    la, he = np.unravel_index(int(np.argmax(change)), change.shape)
-    st.markdown(f"Most changed: **layer {la}, head {he}** ({change[la, he]:.3f}).")
-    ia, ib = {i for i, _ in pairs}, {j for _, j in pairs}
-    only_a = " ".join(p for i, p in enumerate(a) if i not in ia) or "–"
-    only_b = " ".join(p for j, p in enumerate(b) if j not in ib) or "–"
-    keys = [ctx.base.tokens.labels[i] for i, _ in pairs] + [f"not shared ({only_a} | {only_b})"]
-    wa, wb = shift[la]["a"][he], shift[la]["b"][he]
-    wa, wb = np.append(wa, max(0.0, 1 - wa.sum())), np.append(wb, max(0.0, 1 - wb.sum()))
-    fig = paired_bars(
-        keys, wa, wb, ("first sentence", "second sentence"), f"Layer {la}, head {he}: “{focus}” attends to"
-    )
-    plot(fig, "two_bars", ctx.c.image_format)
-    rows = [[la2, he2, f"{change[la2, he2]:.6g}"] for la2 in range(L) for he2 in range(H)]
-    downloads("two", csv_data=csv_bytes(["layer", "head", "change"], rows))
+    cols = st.columns(2)
+    for col, p, labels, name, key in ((cols[0], pa, labels_a, "first", "two_head_a"),
+                                      (cols[1], pb, labels_b, "second", "two_head_b")):  # fmt: skip
+        with col:
+            fig = matrix_heatmap(p[la, he], labels, labels, f"Layer {la}, head {he}: the {name} sentence",
+                                 value_name="weight", attention=True)  # fmt: skip
+            plot(fig, key, ctx.c.image_format)
+    change = np.stack([focus_shift(pa[x], pb[x], qa, qb, pairs)["change"] for x in range(L)])  # [L, H]
+    with st.expander("Another measure: how much the focus row changes at all (total variation)"):
+        st.caption(
+            "Total variation distance between the focus token's two rows, 0.5 Σ |w₁ − w₂|, where weight on words "
+            "only one sentence has counts fully: a head that looks only at the swapped word ranks high here."
+        )
+        layer_head_map(change, f"How much “{focus}” changes where it looks, per head", "change", "two_change",
+                       ctx.c.image_format)  # fmt: skip
+    names = ["moved", "a1", "a2", "b1", "b2"]
+    rows = [[x, y, *(f"{r[k][x, y]:.6g}" for k in names), f"{change[x, y]:.6g}"] for x in range(L) for y in range(H)]
+    header = ["layer", "head", "moved", "first_c1", "first_c2", "second_c1", "second_c2", "total_variation"]
+    downloads("two", csv_data=csv_bytes(header, rows))

@@ -1,16 +1,40 @@
-"""The Where does it look? tab: one query token's weight on one key token in every layer × head."""
+"""The Where does it look? tab: one query token's weight on one key token in every layer × head; a click on the
+map (or a Show button) opens that head right here, an Open button in the Heads tab."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from mha_viz.ui.common import csv_bytes, downloads, layer_head_map
-from mha_viz.ui.context import Ctx, needs_pretrained, valid_choice
+from mha_viz.figures import matrix_heatmap
+from mha_viz.referents import default_pair, focus_head
+from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, valid_choice
+
+SHOWN = ("where_layer", "where_head")
 
 
 def _open_head(layer: int, head: int) -> None:
     st.session_state.update(layer=layer, head=head, view="Heads")
+
+
+def _show_head(layer: int, head: int) -> None:
+    st.session_state.update(where_layer=layer, where_head=head)
+
+
+def _on_map_click() -> None:
+    for _, custom in clicked_points("where_map"):  # customdata (layer, head, weight)
+        if len(custom) >= 2:
+            _show_head(int(custom[0]), int(custom[1]))
+            return
+
+
+def _forget_shown() -> None:
+    """A new query or key: show its top head again (the one clicked before belonged to the old pair)."""
+    for key in SHOWN:
+        st.session_state.pop(key, None)
+        if key in st.query_params:
+            del st.query_params[key]
 
 
 def where_view(ctx: Ctx) -> None:
@@ -18,22 +42,45 @@ def where_view(ctx: Ctx) -> None:
         return
     ctx.hiding_not_applied("the weights ranked are the model's own, over every token.")
     labels, key_labels = list(ctx.base.tokens.labels), list(ctx.base.key_tokens.labels)
+    pair = default_pair(labels) if labels == key_labels else None
+    q0, k0 = pair if pair else (labels.index("it") if "it" in labels else 0, None)
+    k0 = k0 if k0 is not None else (key_labels.index("animal") if "animal" in key_labels else len(key_labels) - 1)
     c1, c2 = st.columns(2)
-    valid_choice("where_q", labels, "it" if "it" in labels else labels[0])
-    valid_choice("where_k", key_labels, "animal" if "animal" in key_labels else key_labels[-1])
-    q = labels.index(c1.selectbox("Query token", labels, key="where_q", bind="query-params"))
-    k = key_labels.index(c2.selectbox("Key token", key_labels, key="where_k", bind="query-params"))
+    valid_choice("where_q", labels, labels[q0])
+    valid_choice("where_k", key_labels, key_labels[k0])
+    q_label = c1.selectbox("Query token", labels, key="where_q", bind="query-params", on_change=_forget_shown)
+    k_label = c2.selectbox("Key token", key_labels, key="where_k", bind="query-params", on_change=_forget_shown)
+    q, k = labels.index(q_label), key_labels.index(k_label)
     p = ctx.patterns()  # [L, H, n_q, n_k]
     weights = p[:, :, q, k]  # [L, H]
     L, H = weights.shape
-    title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head"
-    layer_head_map(weights, title, "weight", "where_map", ctx.c.image_format)
-    order = np.argsort(-weights, axis=None)[:10]
+    title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head (click a cell to open it below)"
+    layer_head_map(weights, title, "weight", "where_map", ctx.c.image_format, on_select=_on_map_click)
+    order = np.argsort(-weights, axis=None, kind="stable")[:10]
     ranked = [(int(i // H), int(i % H), float(weights.flat[i])) for i in order]
-    st.markdown("**Top heads** (rank, layer, head, weight):")
+    st.markdown("**Top heads** (rank, layer, head, weight): *Show* opens the head below, *Open* in the Heads tab.")
     for rank, (la, he, w) in enumerate(ranked, 1):
-        a, b = st.columns([4, 1])
+        a, b, c = st.columns([4, 1, 1])
         a.write(f"{rank}. layer {la}, head {he}: {w:.3f}")
-        b.button("Open", key=f"where_open_{rank}", on_click=_open_head, args=(la, he))
+        b.button("Show", key=f"where_show_{rank}", on_click=_show_head, args=(la, he))
+        c.button("Open", key=f"where_open_{rank}", on_click=_open_head, args=(la, he))
+    _shown_head(ctx, p, q, k, focus_head(p, q, k)[:2])
     rows = [[la, he, f"{weights[la, he]:.6g}"] for la in range(L) for he in range(H)]
     downloads("where", csv_data=csv_bytes(["layer", "head", "weight"], rows))
+
+
+def _shown_head(ctx: Ctx, p: np.ndarray, q: int, k: int, top: tuple[int, int]) -> None:
+    """The opened head's whole pattern (the top head until a cell or a Show button picks another).
+
+    Shapes: p [L, H, n_q, n_k]."""
+    L, H, n, nk = p.shape
+    labels, key_labels = ctx.base.tokens.labels, ctx.base.key_tokens.labels
+    valid_choice("where_layer", list(range(L)), top[0])
+    valid_choice("where_head", list(range(H)), top[1])
+    a, b = st.columns(2)
+    la = int(a.selectbox("Shown layer", list(range(L)), key="where_layer", bind="query-params"))
+    he = int(b.selectbox("Shown head", list(range(H)), key="where_head", bind="query-params"))
+    w = float(p[la, he, q, k])
+    title = f"Layer {la}, head {he}: attention weights [{n} × {nk}]; “{labels[q]}” → “{key_labels[k]}” = {w:.3f}"
+    fig = matrix_heatmap(p[la, he], key_labels, labels, title, value_name="weight", attention=True)
+    plot(fig, "where_head_map", ctx.c.image_format)
