@@ -80,3 +80,19 @@ def test_the_switch_draws_contributions_in_rollout_and_overview(minilm) -> None:
     weight_tiles = array(heatmaps(specs(run_app(view="Overview"))[0])[0]["z"])
     assert np.nanmax(tiles) <= 1 + 1e-6 and any("Kobayashi" in c.value for c in at.caption)
     assert not np.allclose(np.nan_to_num(tiles), np.nan_to_num(weight_tiles), atol=1e-3)
+
+
+def test_heads_view_draws_contributions_and_the_sink_panel(minilm) -> None:
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    at = run_app(view="Heads", layer="2", contrib="true")
+    assert_clean(at)
+    _, _, (t,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
+    grid = heatmaps(specs(at)[0])
+    np.testing.assert_allclose(array(grid[4]["z"]), norms.shown_pattern(t, "contribution")[4], atol=1e-6)
+    sink = next(s for s in specs(at) if "by contribution" in str(s["layout"].get("title", "")))
+    by_weight, by_contribution = (array(tr["y"]) for tr in sink["data"])
+    mask = [lab in ("[CLS]", "[SEP]") for lab in t.key_tokens]
+    expected = norms.sink_shares(t.pattern.numpy(), norms.contributions(t), mask)
+    np.testing.assert_allclose(by_weight, expected["weight"], atol=1e-6)
+    np.testing.assert_allclose(by_contribution, expected["contribution"], atol=1e-6)

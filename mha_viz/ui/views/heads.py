@@ -14,6 +14,7 @@ from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, clicked_points, valid_choice
 from mha_viz.ui.found import found_head
+from mha_viz.ui.sink import sink_panel
 
 
 def _on_grid_click() -> None:
@@ -27,7 +28,8 @@ def _on_grid_click() -> None:
 def heads_view(ctx: Ctx) -> None:
     check_grid(ctx.base.n_heads)
     t = ctx.trace()
-    sh = ctx.shown(t)
+    sh = ctx.shown(t, follow_measure=True)
+    ctx.measure_note()
     h, n = sh.pattern.shape[0], len(sh.labels)
     keys = "" if t.part != "cross" else f" (queries: the decoder's {n} tokens; keys: the source's {len(sh.key_labels)})"
     st.caption(
@@ -68,6 +70,8 @@ def heads_view(ctx: Ctx) -> None:
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
     _head_and_focus(ctx, sh)
+    with st.expander("Attention sinks: weight against contribution, per head"):
+        sink_panel(ctx, t)
 
 
 @st.fragment
@@ -87,13 +91,15 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     if found is not None:
         st.caption(found.says(opened=(found.layer, found.head) == (ctx.layer, head)))
     with left:
-        title = f"{ctx.where.capitalize()}, head {head}: attention weights [{n} × {len(sh.key_labels)}]"
-        fig = matrix_heatmap(sh.pattern[head], sh.key_labels, sh.labels, title, value_name="weight", attention=True)
+        title = f"{ctx.where.capitalize()}, head {head}: {ctx.value_name}s [{n} × {len(sh.key_labels)}]"
+        fig = matrix_heatmap(
+            sh.pattern[head], sh.key_labels, sh.labels, title, value_name=ctx.value_name, attention=True
+        )
         plot(fig, "head_large", ctx.c.image_format)
     with right:
         strip = sh.pattern[:, q, :]  # [h, keys]: the focus token's row in every head
         title = f"“{focus}” as the query: its weights in every head [{h} × {len(sh.key_labels)}]"
-        fig = matrix_heatmap(strip, sh.key_labels, head_names(h), title, value_name="weight")
+        fig = matrix_heatmap(strip, sh.key_labels, head_names(h), title, value_name=ctx.value_name)
         plot(fig, "focus_strip", ctx.c.image_format)
     bars = cached_figure("focus_bars", sh.pattern, tuple(sh.key_labels), q, 4, focus)
     plot(bars, "focus_bars", ctx.c.image_format)

@@ -51,11 +51,12 @@ def where_view(ctx: Ctx) -> None:
     q_label = c1.selectbox("Query token", labels, key="where_q", bind="query-params", on_change=_forget_shown)
     k_label = c2.selectbox("Key token", key_labels, key="where_k", bind="query-params", on_change=_forget_shown)
     q, k = labels.index(q_label), key_labels.index(k_label)
-    p = ctx.patterns()  # [L, H, n_q, n_k]
+    p = ctx.patterns(follow_measure=True)  # [L, H, n_q, n_k]
+    ctx.measure_note()
     weights = p[:, :, q, k]  # [L, H]
     L, H = weights.shape
     title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head (click a cell to open it below)"
-    layer_head_map(weights, title, "weight", "where_map", ctx.c.image_format, on_select=_on_map_click)
+    layer_head_map(weights, title, ctx.value_name, "where_map", ctx.c.image_format, on_select=_on_map_click)
     order = np.argsort(-weights, axis=None, kind="stable")[:10]
     ranked = [(int(i // H), int(i % H), float(weights.flat[i])) for i in order]
     st.markdown("**Top heads** (rank, layer, head, weight): *Show* opens the head below, *Open* in the Heads tab.")
@@ -66,7 +67,7 @@ def where_view(ctx: Ctx) -> None:
         c.button("Open", key=f"where_open_{rank}", on_click=_open_head, args=(la, he))
     _shown_head(ctx, p, q, k, focus_head(p, q, k)[:2])
     rows = [[la, he, f"{weights[la, he]:.6g}"] for la in range(L) for he in range(H)]
-    downloads("where", csv_data=csv_bytes(["layer", "head", "weight"], rows))
+    downloads("where", csv_data=csv_bytes(["layer", "head", ctx.value_name.replace(" ", "_")], rows))
 
 
 def _shown_head(ctx: Ctx, p: np.ndarray, q: int, k: int, top: tuple[int, int]) -> None:
@@ -82,5 +83,5 @@ def _shown_head(ctx: Ctx, p: np.ndarray, q: int, k: int, top: tuple[int, int]) -
     he = int(b.selectbox("Shown head", list(range(H)), key="where_head", bind="query-params"))
     w = float(p[la, he, q, k])
     title = f"Layer {la}, head {he}: attention weights [{n} × {nk}]; “{labels[q]}” → “{key_labels[k]}” = {w:.3f}"
-    fig = matrix_heatmap(p[la, he], key_labels, labels, title, value_name="weight", attention=True)
+    fig = matrix_heatmap(p[la, he], key_labels, labels, title, value_name=ctx.value_name, attention=True)
     plot(fig, "where_head_map", ctx.c.image_format)
