@@ -15,6 +15,7 @@ echo "== engine: trace vs torch MultiheadAttention and SDPA ==";   "$py" benchma
 echo; echo "== app, server side (and bertviz, same run) ==";         "$py" benchmarks/bench_app.py
 echo; echo "== browser: cold start, 512-token heads view ==";        "$py" benchmarks/bench_browser.py
 echo; echo "== memory over 200 inputs ==";                           "$py" benchmarks/bench_memory.py
+echo; echo "== head importance scan (MiniLM, SmolLM2) ==";            "$py" benchmarks/bench_importance.py --curve
 if [ "${1:-}" != "--quick" ]; then
   echo; echo "== 10 concurrent users ==";                            "$py" benchmarks/load_test.py --users 10 --seconds 150
 fi
