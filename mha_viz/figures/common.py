@@ -17,7 +17,7 @@ CLICK_OVERLAY_MAX_CELLS = 10_000  # per figure; above this, heads open from the 
 GRID_MAX_CELLS = 128  # per side of each small heatmap; longer texts are shown block-averaged
 POOLED_HOVER = "%{y} → %{x}: mean %{z:.3f}<extra>%{meta}</extra>"
 LABEL_PX = 10  # an axis shows at most one token label per this many pixels; the others are thinned out
-GRID_WIDTH_PX = 1100  # about how wide a full-width figure is drawn (Streamlit's wide layout)
+GRID_WIDTH_PX = 900  # about how wide a full-width figure's plot area is (Streamlit's wide layout, 1500 px window)
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

@@ -13,6 +13,7 @@ from mha_viz.figures.common import (
     CLICK_OVERLAY_MAX_CELLS,
     GRID_MAX_CELLS,
     GRID_WIDTH_PX,
+    LABEL_PX,
     POOLED_HOVER,
     SEQUENTIAL,
     WEIGHT_HOVER,
@@ -51,7 +52,8 @@ def heads_grid(
     titles = list(titles) if titles is not None else [f"head {i}" for i in range(h)]
     rows, cols = _grid(h, cols)
     panel_w = GRID_WIDTH_PX / cols  # about how many pixels each small heatmap gets across
-    panel_h = int(min(340, max(panel_w, 11 * min(n, 30), 150)))  # room for a label per query row where it fits
+    # tall enough for a legible label per query row (up to 30), but never a sliver: at most twice as tall as wide
+    panel_h = int(min(340, 2 * panel_w + 40, max(panel_w, 1.6 * LABEL_PX * min(n, 30), 150)))
     height = panel_h * rows + 60
     fig = make_subplots(
         rows=rows,
@@ -107,8 +109,8 @@ def heads_grid(
     fig.add_traces(traces, rows=at_rows, cols=at_cols)
     xticks, _ = category_ticks(klabels, 0.85 * panel_w, angle=-90)
     yticks, _ = category_ticks(labels, 0.85 * panel_h)
-    fig.update_xaxes(**xticks)
-    fig.update_yaxes(autorange="reversed", **yticks)
+    fig.update_xaxes(ticks="", **xticks)  # no tick marks: they would poke into the neighbouring panels
+    fig.update_yaxes(ticks="", autorange="reversed", **yticks)
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
         coloraxis_colorbar={"title": {"text": "weight"}},
