@@ -130,8 +130,9 @@ def step_view(ctx: Ctx) -> None:
         Step(7, f"concat(head_0 … head_{h - 1})", t.concat.numpy(), False, "concat", True, f"[{n} × {h * dk}]"),
         Step(7, out, t.output.numpy(), False, "output", True, f"[{n} × {d}]"),
     ]
-    cols = st.columns(2)
     for j, (s, title) in enumerate(zip(steps, numbered(steps), strict=True)):
+        if j % 2 == 0:  # one row of two per pair: read left to right, and in order when columns stack (narrow screens)
+            cols = st.columns(2)
         with cols[j % 2]:
             fig = matrix_heatmap(
                 s.z,
