@@ -109,8 +109,9 @@ def heads_grid(
     fig.add_traces(traces, rows=at_rows, cols=at_cols)
     xticks, _ = category_ticks(klabels, 0.85 * panel_w, angle=-90)
     yticks, _ = category_ticks(labels, 0.85 * panel_h)
-    fig.update_xaxes(ticks="", **xticks)  # no tick marks: they would poke into the neighbouring panels
-    fig.update_yaxes(ticks="", autorange="reversed", **yticks)
+    plain = {"ticks": "", "showgrid": False, "zeroline": False}  # no marks poking into neighbouring panels
+    fig.update_xaxes(**plain, **xticks)
+    fig.update_yaxes(**plain, autorange="reversed", **yticks)
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
         coloraxis_colorbar={"title": {"text": "weight"}},

@@ -24,7 +24,7 @@ def matrix_heatmap(
     attention: bool = False,
     zmin: float | None = None,
     zmax: float | None = None,
-    width: int = 480,
+    width: int = 520,
 ) -> go.Figure:
     """One heatmap of any matrix (a head's pattern, Q_i, a difference...), with its title.
 
@@ -32,7 +32,8 @@ def matrix_heatmap(
     Viridis, from ``zmin`` to ``zmax`` when given (so two figures can share one scale). -inf (masked
     scores) shows as a grey cell whose hover says "−∞ (masked)", never "NaN". ``attention`` uses the
     "query → key" hover. Token labels: every one while they fit in about ``width`` pixels (the figure's
-    expected width), else every k-th, and the axis title says so. Shapes: z [rows, cols]; x [cols]; y [rows].
+    expected width; its plot area is about 220 px less), else every k-th, and the axis title says so.
+    Shapes: z [rows, cols]; x [cols]; y [rows].
     """
     raw = _f32(z)
     data = raw.copy()
@@ -69,7 +70,7 @@ def matrix_heatmap(
     fig.update_yaxes(autorange="reversed")
     height = height or int(min(720, max(300, 26 * rows + 140)))
     if x is not None:
-        ticks, k = category_ticks(xl, width - 140, angle=-60 if len(xl) <= 20 else -90)
+        ticks, k = category_ticks(xl, width - 220, angle=-60 if len(xl) <= 20 else -90)
         fig.update_xaxes(**ticks, title=_thinned(k, "column"))
     if y is not None:
         ticks, k = category_ticks(yl, height - 150)

@@ -31,8 +31,7 @@ def compare_view(ctx: Ctx) -> None:
     for col, (la, he), p, key in zip(st.columns(2), picks, (pa, pb), ("cmp_a", "cmp_b"), strict=True):
         with col:
             title = f"Layer {la}, head {he} [{n} × {len(keys)}]"
-            fig = matrix_heatmap(p, keys, labels, title, value_name="weight", attention=True, zmin=0.0, zmax=top,
-                                 width=620)  # fmt: skip
+            fig = matrix_heatmap(p, keys, labels, title, value_name="weight", attention=True, zmin=0.0, zmax=top)
             plot(fig, key, ctx.c.image_format)
     st.caption(
         f"A and B share one colour scale, from 0 to {top:.3g} (the larger of their largest weights), so the same "
@@ -48,7 +47,7 @@ def compare_view(ctx: Ctx) -> None:
     with d1:
         title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a})"
         plot(
-            matrix_heatmap(pb - pa, keys, labels, title, diverging=True, value_name="Δ weight", width=620),
+            matrix_heatmap(pb - pa, keys, labels, title, diverging=True, value_name="Δ weight"),
             "cmp_diff",
             ctx.c.image_format,
         )
@@ -60,7 +59,6 @@ def compare_view(ctx: Ctx) -> None:
                 ordered,
                 f"Layer {ctx.layer}: Jensen–Shannon distance between heads (similar heads sit together)",
                 value_name="JS distance",
-                width=620,
             ),
             "similarity",
             ctx.c.image_format,

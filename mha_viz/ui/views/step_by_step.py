@@ -143,7 +143,6 @@ def step_view(ctx: Ctx) -> None:
                 value_name=s.name,
                 attention=s.name == "weight",
                 height=380,
-                width=560,
             )
             plot(fig, f"step_{j}", ctx.c.image_format)
     downloads(
