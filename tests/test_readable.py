@@ -165,3 +165,10 @@ def test_head_count_grid_at_64_heads(minilm) -> None:
         if name.startswith("xaxis"):
             lo, hi = axis["domain"]
             assert len(axis["tickvals"]) * LABEL_PX <= (hi - lo) * GRID_WIDTH_PX + 1e-6
+
+
+def test_overview_title_is_singular_for_one_layer_and_head() -> None:
+    from mha_viz.figures import overview
+
+    assert "1 layer × 1 head" in overview(np.full((1, 1, 3, 3), 1 / 3)).layout.title.text
+    assert "2 layers × 3 heads" in overview(np.full((2, 3, 3, 3), 1 / 3)).layout.title.text

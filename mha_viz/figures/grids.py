@@ -21,6 +21,7 @@ from mha_viz.figures.common import (
     _grid,
     block_labels,
     category_ticks,
+    plural,
     pool_blocks,
     safe,
 )
@@ -181,7 +182,7 @@ def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2, group: int = 1)
     )
     note = f" (each tile averaged over {f}×{f} token blocks)" if f > 1 else ""
     fig.update_layout(
-        title={"text": f"All {n_layers} layers × {n_heads} heads{note}", "font": {"size": 14}},
+        title={"text": f"All {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}{note}", "font": {"size": 14}},
         height=int(min(900, max(320, 900 * n_layers / max(n_heads, 1) + 120))),
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         clickmode="event+select",

@@ -11,6 +11,7 @@ import streamlit as st
 from mha_viz import pipeline
 from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
+from mha_viz.figures.common import plural
 from mha_viz.ui.cache import get_own_weights, model_of, recording_of
 from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice
@@ -73,9 +74,9 @@ def step_view(ctx: Ctx) -> None:
         st.selectbox("Head", list(range(h)), key="step_head", format_func=lambda j: f"head {j}", bind="query-params")
     )
     st.caption(
-        f"{ctx.where.capitalize()}, head {i}: n = {n} tokens, d_model = {d}, d_k = {dk}. The numbers follow the "
-        "seven steps: 1 X, 2 Q, K, V, 3 QKᵀ, 4 scaling, 5 mask, 6 softmax, 7 weights · V, concat, · W^O. Toggle "
-        "the scaling and the causal mask in the sidebar. The seed 000 worked example is one click away there."
+        f"{ctx.where.capitalize()}, head {i}: n = {plural(n, 'token')}, d_model = {d}, d_k = {dk}. The numbers "
+        "follow the seven steps: 1 X, 2 Q, K, V, 3 QKᵀ, 4 scaling, 5 mask, 6 softmax, 7 weights · V, concat, · W^O. "
+        "Toggle the scaling and the causal mask in the sidebar. The seed 000 worked example is one click away there."
     )
     tok, keys = list(t.tokens), list(t.key_tokens)
     g = i // t.group  # the key/value head this query head uses (differs only with grouped-query attention)
