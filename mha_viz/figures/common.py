@@ -16,6 +16,31 @@ DIVERGING = "RdBu_r"
 CLICK_OVERLAY_MAX_CELLS = 10_000  # per figure; above this, heads open from the selector only
 GRID_MAX_CELLS = 128  # per side of each small heatmap; longer texts are shown block-averaged
 POOLED_HOVER = "%{y} → %{x}: mean %{z:.3f}<extra>%{meta}</extra>"
+LABEL_PX = 10  # an axis shows at most one token label per this many pixels; the others are thinned out
+GRID_WIDTH_PX = 900  # about how wide a full-width figure's plot area is (Streamlit's wide layout, 1500 px window)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """ "1 head", "2 heads" (``many`` for irregular plurals)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def label_step(n: int, px: float) -> int:
+    """Show every k-th of ``n`` category labels on an axis about ``px`` pixels long (1: every label)."""
+    return max(1, math.ceil(n * LABEL_PX / max(px, 1.0)))
+
+
+def category_ticks(labels: Sequence[str], px: float, angle: int | None = None) -> tuple[dict, int]:
+    """Settings for a category axis of token labels: every label while they fit in ``px`` pixels (smaller type
+    as they get more), else every k-th label (the hover always names the token). Returns (settings, k)."""
+    n = len(labels)
+    step = label_step(n, px)
+    shown = list(labels)[::step]
+    size = int(min(11, max(8, px / max(len(shown), 1) - 2)))
+    ticks = {"type": "category", "tickmode": "array", "tickvals": shown, "ticktext": shown, "tickfont": {"size": size}}
+    if angle is not None:
+        ticks["tickangle"] = angle
+    return ticks, step
 
 
 def pool_blocks(stack: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
@@ -77,8 +102,9 @@ def safe(fig: go.Figure) -> go.Figure:
     for ann in layout.annotations or ():
         ann.text = _esc(ann.text)
     for axis in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
-        if layout[axis].ticktext is not None:
-            layout[axis].ticktext = _esc_seq(list(layout[axis].ticktext))
+        for attr in ("ticktext", "tickvals"):  # tickvals name categories (token labels) on category axes
+            if layout[axis][attr] is not None:
+                layout[axis][attr] = _esc_seq(list(layout[axis][attr]))
     return fig
 
 
@@ -89,14 +115,6 @@ def _f32(a: np.ndarray) -> np.ndarray:
 def _grid(n: int, cols: int) -> tuple[int, int]:
     cols = max(1, min(cols, n))
     return math.ceil(n / cols), cols
-
-
-def _style_attention_axes(fig: go.Figure, n_tokens: int) -> None:
-    """Category axes; every label shown while they fit (Plotly thins them out beyond that)."""
-    size = 10 if n_tokens <= 20 else 8
-    every = {"dtick": 1} if n_tokens <= 40 else {}
-    fig.update_yaxes(autorange="reversed", tickfont={"size": size}, type="category", **every)
-    fig.update_xaxes(tickangle=-90, tickfont={"size": size}, type="category", **every)
 
 
 def style_layer_head_map(fig: go.Figure, n_layers: int, n_heads: int, title: str) -> go.Figure:

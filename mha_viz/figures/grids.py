@@ -12,13 +12,16 @@ from mha_viz.figures.common import (
     CELL_HOVER,
     CLICK_OVERLAY_MAX_CELLS,
     GRID_MAX_CELLS,
+    GRID_WIDTH_PX,
+    LABEL_PX,
     POOLED_HOVER,
     SEQUENTIAL,
     WEIGHT_HOVER,
     _f32,
     _grid,
-    _style_attention_axes,
     block_labels,
+    category_ticks,
+    plural,
     pool_blocks,
     safe,
 )
@@ -49,15 +52,21 @@ def heads_grid(
     n, nk = len(tokens), len(keys)
     titles = list(titles) if titles is not None else [f"head {i}" for i in range(h)]
     rows, cols = _grid(h, cols)
+    panel_w = GRID_WIDTH_PX / cols  # about how many pixels each small heatmap gets across
+    # tall enough for a legible label per query row (up to 30), but never a sliver: at most twice as tall as wide
+    panel_h = int(min(340, 2 * panel_w + 40, max(panel_w, 1.6 * LABEL_PX * min(n, 30), 150)))
+    height = panel_h * rows + 60
     fig = make_subplots(
         rows=rows,
         cols=cols,
-        subplot_titles=titles,
-        shared_xaxes=True,  # token labels on the outer axes only: a third of the text to lay out
+        subplot_titles=[short_title(t, panel_w) for t in titles],  # the whole title is in each cell's hover
+        shared_xaxes=True,  # token labels on the outer axes only (hover names every token)
         shared_yaxes=True,
-        horizontal_spacing=0.015,
-        vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
+        horizontal_spacing=0.015 if cols <= 4 else 0.008,
+        vertical_spacing=min(0.3 / rows, 34 / height) if rows > 1 else 0.0,
     )
+    for ann in fig.layout.annotations:
+        ann.font = {"size": 12 if cols <= 4 else 10}
     z = _f32(pattern)
     labels, klabels = list(tokens), list(keys)
     overlay = clickable and h * n * nk <= CLICK_OVERLAY_MAX_CELLS
@@ -99,17 +108,27 @@ def heads_grid(
             at_rows.append(r)
             at_cols.append(c)
     fig.add_traces(traces, rows=at_rows, cols=at_cols)
-    _style_attention_axes(fig, max(n, nk))
+    xticks, _ = category_ticks(klabels, 0.85 * panel_w, angle=-90)
+    yticks, _ = category_ticks(labels, 0.85 * panel_h)
+    plain = {"ticks": "", "showgrid": False, "zeroline": False}  # no marks poking into neighbouring panels
+    fig.update_xaxes(**plain, **xticks)
+    fig.update_yaxes(**plain, autorange="reversed", **yticks)
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
         coloraxis_colorbar={"title": {"text": "weight"}},
-        height=max(340, (290 if n <= 24 else 340) * rows + 60),
+        height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         hovermode="closest",
         clickmode="event+select",
         dragmode="zoom",
     )
     return safe(fig)
+
+
+def short_title(title: str, px: float) -> str:
+    """A panel title cut to about the width of its panel (``px`` pixels): "head 12 · previous tok…"."""
+    most = max(6, int(px / 6.5))
+    return title if len(title) <= most else title[: most - 1].rstrip() + "…"
 
 
 def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2, group: int = 1) -> go.Figure:
@@ -163,7 +182,7 @@ def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2, group: int = 1)
     )
     note = f" (each tile averaged over {f}×{f} token blocks)" if f > 1 else ""
     fig.update_layout(
-        title={"text": f"All {n_layers} layers × {n_heads} heads{note}", "font": {"size": 14}},
+        title={"text": f"All {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}{note}", "font": {"size": 14}},
         height=int(min(900, max(320, 900 * n_layers / max(n_heads, 1) + 120))),
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         clickmode="event+select",

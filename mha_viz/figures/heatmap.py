@@ -7,7 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _f32, safe
+from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _f32, category_ticks, safe
+
+MASK_COLOUR = "#bdbdbd"  # cells that are not numbers (masked scores, −∞): grey, and the hover says what they are
+_NOT_FINITE = (("−∞ (masked)", np.isneginf), ("+∞", np.isposinf), ("not a number", np.isnan))
 
 
 def matrix_heatmap(
@@ -19,14 +22,21 @@ def matrix_heatmap(
     value_name: str = "value",
     height: int | None = None,
     attention: bool = False,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    width: int = 520,
 ) -> go.Figure:
     """One heatmap of any matrix (a head's pattern, Q_i, a difference...), with its title.
 
     ``diverging`` centres a red-blue scale on 0 (for signed values and differences); otherwise
-    Viridis. -inf (masked scores) shows as a gap. ``attention`` uses the "query → key" hover.
+    Viridis, from ``zmin`` to ``zmax`` when given (so two figures can share one scale). -inf (masked
+    scores) shows as a grey cell whose hover says "−∞ (masked)", never "NaN". ``attention`` uses the
+    "query → key" hover. Token labels: every one while they fit in about ``width`` pixels (the figure's
+    expected width; its plot area is about 220 px less), else every k-th, and the axis title says so.
     Shapes: z [rows, cols]; x [cols]; y [rows].
     """
-    data = _f32(z).copy()
+    raw = _f32(z)
+    data = raw.copy()
     data[~np.isfinite(data)] = np.nan
     rows, cols = data.shape
     xl = list(x) if x is not None else list(range(cols))
@@ -37,18 +47,48 @@ def matrix_heatmap(
         scale = {"colorscale": DIVERGING, "zmid": 0.0, "zmin": -lim, "zmax": lim}
     else:
         scale = {"colorscale": SEQUENTIAL}
-    hover = WEIGHT_HOVER if attention else f"row %{{y}}, column %{{x}}: %{{z:.4f}}<extra>{value_name}</extra>"
-    fig = go.Figure(
-        go.Heatmap(z=data, x=xl, y=yl, hovertemplate=hover, meta=title, colorbar={"title": value_name}, **scale)
-    )
+        scale |= {k: v for k, v in (("zmin", zmin), ("zmax", zmax)) if v is not None}
+    where = "%{y} → %{x}" if attention else "row %{y}, column %{x}"
+    hover = WEIGHT_HOVER if attention else f"{where}: %{{z:.4f}}<extra>{value_name}</extra>"
+    traces = [
+        go.Heatmap(
+            z=data, x=xl, y=yl, hovertemplate=hover, meta=title, colorbar={"title": value_name}, hoverongaps=False,
+            name=value_name, **scale,
+        )
+    ]  # fmt: skip
+    for text, test in _NOT_FINITE:  # one grey layer per kind of non-number, drawn over the gaps it leaves
+        cells = test(raw)
+        if cells.any():
+            traces.append(
+                go.Heatmap(
+                    z=np.where(cells, 0.0, np.nan).astype(np.float32), x=xl, y=yl, showscale=False,
+                    colorscale=[[0.0, MASK_COLOUR], [1.0, MASK_COLOUR]], hoverongaps=False, meta=title, name=text,
+                    hovertemplate=f"{where}: {text}<extra>{value_name}</extra>",
+                )
+            )  # fmt: skip
+    fig = go.Figure(traces)
     fig.update_yaxes(autorange="reversed")
+    height = height or int(min(720, max(300, 26 * rows + 140)))
     if x is not None:
-        fig.update_xaxes(type="category", tickangle=-60)
+        ticks, k = category_ticks(xl, width - 220, angle=-60 if len(xl) <= 20 else -90)
+        fig.update_xaxes(**ticks, title=_thinned(k, "column"))
     if y is not None:
-        fig.update_yaxes(type="category")
+        ticks, k = category_ticks(yl, height - 150)
+        fig.update_yaxes(**ticks, title=_thinned(k, "row"))
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
-        height=height or int(min(720, max(300, 26 * rows + 140))),
+        height=height,
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
     )
     return safe(fig)
+
+
+def _thinned(k: int, what: str) -> dict | None:
+    if k == 1:
+        return None
+    return {"text": f"every {_ordinal(k)} {what} label shown; hover names each", "font": {"size": 10}}
+
+
+def _ordinal(k: int) -> str:
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"

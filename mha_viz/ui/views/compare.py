@@ -26,24 +26,17 @@ def compare_view(ctx: Ctx) -> None:
     labels, keys = shows[0].labels, shows[0].key_labels
     (la_a, he_a), (la_b, he_b) = picks
     pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
-    c1, c2, c3 = st.columns(3)
+    top = float(max(pa.max(), pb.max()))  # one colour scale for A and B: equal colours mean equal weights
     n = len(labels)
-    for col, (la, he), p, key in ((c1, picks[0], pa, "cmp_a"), (c2, picks[1], pb, "cmp_b")):
+    for col, (la, he), p, key in zip(st.columns(2), picks, (pa, pb), ("cmp_a", "cmp_b"), strict=True):
         with col:
-            plot(
-                matrix_heatmap(
-                    p, keys, labels, f"Layer {la}, head {he} [{n} × {len(keys)}]", value_name="weight", attention=True
-                ),
-                key,
-                ctx.c.image_format,
-            )
-    with c3:
-        title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a})"
-        plot(
-            matrix_heatmap(pb - pa, keys, labels, title, diverging=True, value_name="Δ weight"),
-            "cmp_diff",
-            ctx.c.image_format,
-        )
+            title = f"Layer {la}, head {he} [{n} × {len(keys)}]"
+            fig = matrix_heatmap(p, keys, labels, title, value_name="weight", attention=True, zmin=0.0, zmax=top)
+            plot(fig, key, ctx.c.image_format)
+    st.caption(
+        f"A and B share one colour scale, from 0 to {top:.3g} (the larger of their largest weights), so the same "
+        "colour is the same weight in both."
+    )
 
     sh = ctx.shown(ctx.trace())
     dist = head_distances(sh.pattern)
@@ -52,6 +45,13 @@ def compare_view(ctx: Ctx) -> None:
     ordered = [names[i] for i in order]
     d1, d2 = st.columns(2)
     with d1:
+        title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a})"
+        plot(
+            matrix_heatmap(pb - pa, keys, labels, title, diverging=True, value_name="Δ weight"),
+            "cmp_diff",
+            ctx.c.image_format,
+        )
+    with d2:
         plot(
             matrix_heatmap(
                 dist[np.ix_(order, order)],
@@ -64,13 +64,12 @@ def compare_view(ctx: Ctx) -> None:
             ctx.c.image_format,
         )
     stats = head_stats(sh.pattern)
-    with d2:
-        fig = head_bars(
-            {"entropy (nats)": stats["entropy"], "attention to self": stats["self"]},
-            names,
-            f"Layer {ctx.layer}: broad (high entropy) vs focused heads; weight on the diagonal",
-        )
-        plot(fig, "head_stats", ctx.c.image_format)
+    fig = head_bars(
+        {"entropy (nats)": stats["entropy"], "attention to self": stats["self"]},
+        names,
+        f"Layer {ctx.layer}: broad (high entropy) vs focused heads; weight on the diagonal",
+    )
+    plot(fig, "head_stats", ctx.c.image_format)
     st.caption(
         "Entropy: mean over query rows of −Σ p log p (ln n = uniform). Attention to self: mean weight on the "
         "diagonal. Distance: Jensen–Shannon distance (base 2) between the two heads' rows, averaged over rows."

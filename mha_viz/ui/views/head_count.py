@@ -8,6 +8,7 @@ import streamlit as st
 from mha_viz.budget import check_grid
 from mha_viz.edits import divisors
 from mha_viz.figures import heads_grid, line_chart
+from mha_viz.figures.common import plural
 from mha_viz.ui.cache import MAX_SWEEP_HEADS, get_sweep, sweep_counts
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice
@@ -18,8 +19,8 @@ def headcount_view(ctx: Ctx) -> None:
     width = w.n_heads * w.d_head
     if w.n_kv_heads != w.n_heads:
         st.info(
-            f"This layer shares {w.n_kv_heads} key/value heads among {w.n_heads} query heads (grouped-query "
-            "attention), so its heads cannot be re-split into another count."
+            f"This layer shares {plural(w.n_kv_heads, 'key/value head')} among {plural(w.n_heads, 'query head')} "
+            "(grouped-query attention), so its heads cannot be re-split into another count."
         )
         return
     if not w.plain:
@@ -42,16 +43,16 @@ def headcount_view(ctx: Ctx) -> None:
         )
     else:
         st.warning(
-            f"What-if: {ctx.base.model_name} was trained with {w.n_heads} heads. Re-splitting its projections into "
-            "another count keeps every weight but changes which dimensions are softmaxed together — it is not "
-            "what the model computes."
+            f"What-if: {ctx.base.model_name} was trained with {plural(w.n_heads, 'head')}. Re-splitting its "
+            "projections into another count keeps every weight but changes which dimensions are softmaxed "
+            "together — it is not what the model computes."
         )
     valid_choice("hc", counts, w.n_heads)
     hc = int(st.selectbox("Head count", counts, key="hc", bind="query-params"))
     check_grid(hc)
     t = ctx.trace(heads=hc)
     sh = ctx.shown(t)
-    st.caption(f"Layer {ctx.layer} re-split into {hc} heads of d_k = {width // hc}.")
+    st.caption(f"Layer {ctx.layer} re-split into {plural(hc, 'head')} of d_k = {width // hc}.")
     if sh.note:
         st.info(sh.note)
     cols = 4 if hc <= 16 else 8
