@@ -32,7 +32,8 @@ def regroup_heads(weights: AttentionWeights, n_heads: int) -> AttentionWeights:
     inner = h * dh
     if weights.n_kv_heads != h:
         raise MhaVizError(
-            f"this layer shares {weights.n_kv_heads} key/value heads among {h} query heads (grouped-query "
+            f"this layer shares {weights.n_kv_heads} key/value head{'s' if weights.n_kv_heads != 1 else ''} among "
+            f"{h} query heads (grouped-query "
             "attention); re-splitting such a layer into another head count is not supported"
         )
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1 or inner % n_heads:

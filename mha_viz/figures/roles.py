@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import _esc_seq, _f32, safe, style_layer_head_map
+from mha_viz.figures.common import _esc_seq, _f32, plural, safe, style_layer_head_map
 
 # A fixed colour per known label (so a label keeps its colour from text to text); other labels
 # ("[SEP] sink", "<|endoftext|> sink", ...) take the next free colour of EXTRA_COLOURS.
@@ -102,6 +102,8 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
                 showlegend=False,
             )
         )  # fmt: skip
-    style_layer_head_map(fig, n_layers, n_heads, title or f"Head roles: {n_layers} layers × {n_heads} heads")
+    style_layer_head_map(
+        fig, n_layers, n_heads, title or f"Head roles: {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}"
+    )
     fig.update_layout(plot_bgcolor="white")
     return safe(fig)

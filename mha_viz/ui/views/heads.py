@@ -9,6 +9,7 @@ import streamlit as st
 
 from mha_viz.budget import check_grid
 from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
+from mha_viz.figures.common import plural
 from mha_viz.roles import head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
@@ -31,9 +32,13 @@ def heads_view(ctx: Ctx) -> None:
     sh = ctx.shown(t, follow_measure=True)
     ctx.measure_note()
     h, n = sh.pattern.shape[0], len(sh.labels)
-    keys = "" if t.part != "cross" else f" (queries: the decoder's {n} tokens; keys: the source's {len(sh.key_labels)})"
+    keys = (
+        ""
+        if t.part != "cross"
+        else f" (queries: the decoder's {plural(n, 'token')}; keys: the source's {len(sh.key_labels)})"
+    )
     st.caption(
-        f"{ctx.base.model_name}, {ctx.where}: {h} heads, d_k = {t.q.shape[-1]}, {n} tokens{keys}. "
+        f"{ctx.base.model_name}, {ctx.where}: {plural(h, 'head')}, d_k = {t.q.shape[-1]}, {plural(n, 'token')}{keys}. "
         "Rows are query tokens, columns the key tokens they attend to; each row sums to 1. "
         "Click a cell to open its head below (and make its query the focus token)."
     )
@@ -41,7 +46,7 @@ def heads_view(ctx: Ctx) -> None:
     if t.group > 1:
         kv = t.n_heads // t.group
         shares = "; ".join(f"K/V {g}: heads {g * t.group}–{(g + 1) * t.group - 1}" for g in range(kv))
-        st.caption(f"Grouped-query attention: {kv} key/value heads shared by the {h} query heads ({shares}).")
+        st.caption(f"Grouped-query attention: {plural(kv, 'key/value head')} shared by the {h} query heads ({shares}).")
     if sh.note:
         st.info(sh.note)
     if n > GRID_MAX_CELLS:

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.figures import overview
+from mha_viz.figures.common import plural
 from mha_viz.ui.common import downloads, plot, shown
 from mha_viz.ui.context import Ctx, clicked_points
 
@@ -28,7 +29,7 @@ def overview_view(ctx: Ctx) -> None:
                b.key_tokens.labels, ctx.key_hidden)  # fmt: skip
     m, mk = len(sh.labels), len(sh.key_labels)
     st.caption(
-        f"{ctx.base.model_name}: every layer (rows) × head (columns), {m} tokens each. Click a tile to "
+        f"{ctx.base.model_name}: every layer (rows) × head (columns), {plural(m, 'token')} each. Click a tile to "
         "open that head in the Heads view."
     )
     if sh.note:
