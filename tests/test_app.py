@@ -298,7 +298,7 @@ def test_unknown_view_in_the_link_is_reported(minilm) -> None:
     at = run_app(view="nonexistent")
     assert_clean(at)
     note = ignored_note(at)
-    assert "view=nonexistent" in note and "Lesson, Heads, Lines, Compare heads" in note and "showing Lesson" in note
+    assert "view=nonexistent" in note and "Lesson, Heads, Lines, …, Induction" in note and "showing Lesson" in note
     assert at.expander[0].label.startswith("Step 1.")  # the Lesson, the first tab, is what is shown
 
 
