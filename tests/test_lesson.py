@@ -182,7 +182,7 @@ def test_lesson_claims_match_torch(minilm) -> None:
 
 
 def test_lesson_mask_hover_and_head_from_the_link(minilm) -> None:
-    at = run_app(view="Lesson", causal="true", lesson_head="head 3")
+    at = run_app(view="Lesson", causal="true", lesson_head="head 3", layer="0")
     assert_clean(at)
     assert at.selectbox(key="lesson_head").value == 3
     assert any(lab.startswith("Step 5. Mask: causal") for lab in (e.label for e in at.expander))

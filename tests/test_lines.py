@@ -184,7 +184,7 @@ def lines_spec(at) -> dict:
 
 
 def test_lines_tab_draws_the_models_weights(minilm) -> None:
-    at = run_app(view="Lines")
+    at = run_app(view="Lines", layer="0")
     assert_clean(at)
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
     pattern = trace.pattern.numpy()  # [12, n, n]
@@ -213,7 +213,7 @@ def test_unknown_focus_and_heads_in_the_link_are_reported(minilm) -> None:
 
 def test_long_text_stays_within_the_caps(minilm) -> None:
     text = " ".join([SENTENCE] * 30)  # 392 tokens
-    at = run_app(view="Lines", text=text, lines_heads=[f"head {i}" for i in range(12)])
+    at = run_app(view="Lines", text=text, lines_heads=[f"head {i}" for i in range(12)], layer="0")
     assert_clean(at)
     spec = lines_spec(at)
     tokens = token_traces(spec)
@@ -269,7 +269,7 @@ def test_cross_attention_draws_decoder_tokens_left_and_source_tokens_right(t5_di
 
 
 def test_hidden_special_tokens_are_left_out_and_rows_renormalised(minilm) -> None:
-    at = run_app(view="Lines", hide_special="true", lines_heads=["head 2", "head 5"])
+    at = run_app(view="Lines", hide_special="true", lines_heads=["head 2", "head 5"], layer="0")
     assert_clean(at)
     spec = lines_spec(at)
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)

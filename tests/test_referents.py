@@ -164,8 +164,9 @@ def test_minilm_ranking_follows_the_story(minilm_two) -> None:
 
 
 def run_app(**params: str) -> AppTest:
+    """The app with these link values (the Heads tab unless a view is given: the Lesson opens first)."""
     at = AppTest.from_file(APP, default_timeout=180)
-    for k, v in params.items():
+    for k, v in {"view": "Heads", **params}.items():
         at.query_params[k] = v
     return at.run()
 

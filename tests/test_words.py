@@ -134,10 +134,10 @@ def test_app_step_by_step_with_words(minilm) -> None:
     title, x = step(at, "1. X")
     assert "[4 × 512]" in title
     np.testing.assert_allclose(x, own_trace(minilm, HUMPTY, WORDS)[2].x.numpy(), atol=1e-6)
-    for prefix in ("2. Q_0", "2. K_0", "2. V_0", "5. head_0"):
+    for prefix in ("2a. Q_0", "2b. K_0", "2c. V_0", "7a. head_0"):
         assert "[4 × 64]" in step(at, prefix)[0]
-    assert "[4 × 4]" in step(at, "3. Q_0 K_0ᵀ")[0] and "[4 × 4]" in step(at, "4. softmax")[0]
-    assert "[4 × 512]" in step(at, "6. concat")[0] and "[4 × 512]" in step(at, "7. output")[0]
+    assert "[4 × 4]" in step(at, "3. Q_0 K_0ᵀ")[0] and "[4 × 4]" in step(at, "6. softmax")[0]
+    assert "[4 × 512]" in step(at, "7b. concat")[0] and "[4 × 512]" in step(at, "7c. output")[0]
 
 
 def test_app_bad_tokens_link_is_reported(minilm) -> None:

@@ -96,7 +96,8 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     if found is not None:
         st.caption(found.says(opened=(found.layer, found.head) == (ctx.layer, head)))
     with left:
-        title = f"{ctx.where.capitalize()}, head {head}: {ctx.value_name}s [{n} × {len(sh.key_labels)}]"
+        what = "attention weights" if ctx.measure == "weight" else "contribution shares"
+        title = f"{ctx.where.capitalize()}, head {head}: {what} [{n} × {len(sh.key_labels)}]"
         fig = matrix_heatmap(
             sh.pattern[head], sh.key_labels, sh.labels, title, value_name=ctx.value_name, attention=True
         )
