@@ -8,9 +8,10 @@ The output measure (one number per text, averaged over the texts):
 - models with an LM head: the increase of the mean next-token loss over the text (nats; for
   encoder-decoders, over the decoder's text).
 
-Importance of a head: the measure when that head alone is removed. Pruning curve: heads removed one after
-another in a FIXED order (least important first, by the single-head importance; not recomputed after each
-removal), the measure after each step; against random orders as the baseline.
+Importance of a head: the measure when that head alone is removed (for decoders it can be negative: removing
+the head lowers the loss on this text). Pruning curve: heads removed one after another in a FIXED order, the
+smallest |importance| first (the heads whose removal alone changes the output least; not recomputed after
+each removal), the measure after each step; against random orders as the baseline.
 """
 
 from __future__ import annotations
@@ -111,9 +112,12 @@ def head_importance(scorer: Scorer, progress: Progress | None = None) -> np.ndar
 
 
 def pruning_order(importance: np.ndarray) -> list[Head]:
-    """Least important first (ties: lower layer, then lower head). Shapes: importance [L, H]."""
+    """Smallest |importance| first (ties: lower layer, then lower head). Shapes: importance [L, H].
+
+    By magnitude, not sign: on SmolLM2 and the seed sentence 132 of 270 heads lower the loss when removed
+    alone, and removing those first (signed order) drove the loss up faster than a random order."""
     L, H = importance.shape
-    flat = sorted(range(L * H), key=lambda i: (importance.flat[i], i))
+    flat = sorted(range(L * H), key=lambda i: (abs(importance.flat[i]), i))
     return [(i // H, i % H) for i in flat]
 
 

@@ -60,7 +60,7 @@ def test_pruning_curve_starts_at_zero_and_ends_at_all_removed(minilm) -> None:
     imp = im.head_importance(scorer)
     order = im.pruning_order(imp)
     assert len(order) == 72 and len(set(order)) == 72
-    assert imp[order[0]] == imp.min() and imp[order[-1]] == imp.max()
+    assert abs(imp[order[0]]) == np.abs(imp).min() and abs(imp[order[-1]]) == np.abs(imp).max()
     steps = im.curve_steps(72)
     assert steps == list(range(73))
     curve = im.pruning_curve(scorer, order, steps)
@@ -71,6 +71,11 @@ def test_pruning_curve_starts_at_zero_and_ends_at_all_removed(minilm) -> None:
     # removing the least important heads first keeps the output closer than a random order on average
     assert curve[1:-1].mean() < rand[1:-1].mean()
     assert imp[1, 0] == pytest.approx(scorer.score([(1, 0)]))
+
+
+def test_pruning_order_is_by_magnitude() -> None:
+    imp = np.array([[0.5, -0.9], [0.01, -0.02]])
+    assert im.pruning_order(imp) == [(1, 0), (1, 1), (0, 0), (0, 1)]
 
 
 def test_curve_steps_thin_out_for_big_models() -> None:

@@ -98,8 +98,8 @@ def importance_view(ctx: Ctx) -> None:
     downloads("importance", csv_data=csv_bytes(["layer", "head", "importance"], rows))
 
     st.markdown(
-        "**Pruning curve.** Heads are removed one after another, least important first in a fixed order (the "
-        "single-head importances above, not recomputed after each removal), against random orders "
+        "**Pruning curve.** Heads are removed one after another, least important first in a fixed order (smallest "
+        "|importance| above first, not recomputed after each removal), against random orders "
         f"({len(importance.RANDOM_SEEDS)} seeds: their mean and range)."
     )
     if not has_importance("curve", *args) and not _run_button(_key("curve_go", args), "Compute the pruning curve"):
