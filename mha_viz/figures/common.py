@@ -137,3 +137,24 @@ def style_layer_head_map(fig: go.Figure, n_layers: int, n_heads: int, title: str
         clickmode="event+select",
     )
     return fig
+
+
+def add_click_overlay(fig: go.Figure, values: np.ndarray, value_name: str) -> None:
+    """One invisible marker per layer × head cell that carries the hover text and reports a click as customdata
+    (layer, head, value). Shapes: values [L, H]."""
+    n_layers, n_heads = values.shape
+    lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
+    custom = _f32(np.stack([lx.ravel(), hx.ravel(), np.asarray(values, dtype=np.float64).ravel()], axis=1))
+    fig.add_trace(
+        go.Scatter(
+            x=hx.ravel().astype(np.float32),
+            y=lx.ravel().astype(np.float32),
+            mode="markers",
+            marker={"size": max(8, min(30, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
+            customdata=custom,
+            meta=value_name,
+            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: %{meta} %{customdata[2]:.3f}"
+            "<br>click to open<extra></extra>",
+            showlegend=False,
+        )
+    )

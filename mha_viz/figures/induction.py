@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import SEQUENTIAL, _f32, safe, style_layer_head_map
+from mha_viz.figures.common import SEQUENTIAL, _f32, add_click_overlay, safe, style_layer_head_map
 
 
 def induction_map(scores: np.ndarray, title: str) -> go.Figure:
     """Layer (rows) × head (columns) heatmap of the scores, 0 to 1; one invisible marker per cell carries the
     hover text and reports clicks as customdata (layer, head, score). Shapes: scores [L, H]."""
     n_layers, n_heads = scores.shape
-    lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
     fig = go.Figure(
         go.Heatmap(
             z=_f32(scores),
@@ -27,19 +26,7 @@ def induction_map(scores: np.ndarray, title: str) -> go.Figure:
             colorbar={"title": {"text": "induction"}},
         )
     )
-    custom = _f32(np.stack([lx.ravel(), hx.ravel(), np.asarray(scores, dtype=np.float64).ravel()], axis=1))
-    fig.add_trace(
-        go.Scatter(
-            x=hx.ravel().astype(np.float32),
-            y=lx.ravel().astype(np.float32),
-            mode="markers",
-            marker={"size": max(8, min(30, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
-            customdata=custom,
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: induction %{customdata[2]:.3f}"
-            "<br>click to open<extra></extra>",
-            showlegend=False,
-        )
-    )
+    add_click_overlay(fig, np.asarray(scores), "induction")
     style_layer_head_map(fig, n_layers, n_heads, title)
     return safe(fig)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _f32, safe, style_layer_head_map
+from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _f32, add_click_overlay, safe, style_layer_head_map
 
 
 def layer_head_values(values: np.ndarray, title: str, value_name: str, diverging: bool = False) -> go.Figure:
@@ -33,20 +33,6 @@ def layer_head_values(values: np.ndarray, title: str, value_name: str, diverging
             **scale,
         )
     )
-    lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
-    custom = _f32(np.stack([lx.ravel(), hx.ravel(), data.astype(np.float64).ravel()], axis=1))
-    fig.add_trace(
-        go.Scatter(
-            x=hx.ravel().astype(np.float32),
-            y=lx.ravel().astype(np.float32),
-            mode="markers",
-            marker={"size": max(8, min(30, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
-            customdata=custom,
-            meta=value_name,
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: %{meta} %{customdata[2]:.3f}"
-            "<br>click to open<extra></extra>",
-            showlegend=False,
-        )
-    )
+    add_click_overlay(fig, data, value_name)
     style_layer_head_map(fig, n_layers, n_heads, title)
     return safe(fig)

@@ -142,6 +142,26 @@ def clicked_points(chart_key: str) -> list[tuple[dict, list]]:
     return out
 
 
+def map_click(chart_key: str, show: Callable[[int, int], None]) -> Callable[[], None]:
+    """A click callback for a layer × head map (customdata (layer, head, value)): ``show(layer, head)``."""
+
+    def on_click() -> None:
+        for _, custom in clicked_points(chart_key):
+            if len(custom) >= 2:
+                show(int(custom[0]), int(custom[1]))
+                return
+
+    return on_click
+
+
+def forget(keys: tuple[str, ...]) -> None:
+    """Drop widget values from the session and the URL (so a view falls back to its defaults)."""
+    for key in keys:
+        st.session_state.pop(key, None)
+        if key in st.query_params:
+            del st.query_params[key]
+
+
 def needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:
     """Say why a view that looks across a pretrained model's layers has nothing to show here (and return True)."""
     if ctx.base.own:

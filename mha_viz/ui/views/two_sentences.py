@@ -20,7 +20,7 @@ from mha_viz.referents import (
 )
 from mha_viz.ui.cache import tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, valid_choice
+from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, valid_choice
 from mha_viz.ui.sidebar import plain
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
@@ -51,19 +51,12 @@ def _show(layer: int, head: int) -> None:
     st.session_state.update(two_layer=layer, two_head=head)
 
 
-def _on_map_click() -> None:
-    for _, custom in clicked_points("two_moved"):  # customdata (layer, head, moved)
-        if len(custom) >= 2:
-            _show(int(custom[0]), int(custom[1]))
-            return
+_on_map_click = map_click("two_moved", _show)
 
 
 def _forget_shown() -> None:
     """A new focus or candidates: show the new ranking's top head."""
-    for key in SHOWN:
-        st.session_state.pop(key, None)
-        if key in st.query_params:
-            del st.query_params[key]
+    forget(SHOWN)
 
 
 def _sentences(ctx: Ctx) -> str:

@@ -9,7 +9,7 @@ import streamlit as st
 from mha_viz.figures import matrix_heatmap
 from mha_viz.referents import default_pair, focus_head
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, valid_choice
+from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, valid_choice
 
 SHOWN = ("where_layer", "where_head")
 
@@ -22,19 +22,12 @@ def _show_head(layer: int, head: int) -> None:
     st.session_state.update(where_layer=layer, where_head=head)
 
 
-def _on_map_click() -> None:
-    for _, custom in clicked_points("where_map"):  # customdata (layer, head, weight)
-        if len(custom) >= 2:
-            _show_head(int(custom[0]), int(custom[1]))
-            return
+_on_map_click = map_click("where_map", _show_head)
 
 
 def _forget_shown() -> None:
     """A new query or key: show its top head again (the one clicked before belonged to the old pair)."""
-    for key in SHOWN:
-        st.session_state.pop(key, None)
-        if key in st.query_params:
-            del st.query_params[key]
+    forget(SHOWN)
 
 
 def where_view(ctx: Ctx) -> None:
