@@ -41,6 +41,11 @@ def measure_name(lm: LoadedModel) -> str:
     )
 
 
+def measure_short(lm: LoadedModel) -> str:
+    """The measure's name for an axis."""
+    return "Δ mean loss (nats)" if lm.causal_lm else "1 − cosine"
+
+
 @dataclass(frozen=True, eq=False)
 class _Text:
     ids: torch.Tensor  # [1, pos]

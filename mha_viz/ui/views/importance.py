@@ -110,7 +110,8 @@ def importance_view(ctx: Ctx) -> None:
     bar.empty()
     steps = curve["steps"]
     share = steps / n
-    fig = pruning_figure(share, curve["by_importance"], curve["random"], measure, f"{measure} as heads are removed")
+    short = importance.measure_short(lm)
+    fig = pruning_figure(share, curve["by_importance"], curve["random"], short, f"{measure} as heads are removed")
     plot(fig, "pruning", ctx.c.image_format)
     half = int(np.argmin(np.abs(share - 0.5)))
     st.caption(
