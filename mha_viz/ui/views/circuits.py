@@ -75,8 +75,9 @@ def circuits_view(ctx: Ctx) -> None:
     if not np.isfinite(scores).all():
         st.info("The copying map needs every layer's V as a fixed linear map; this model's is not (see above).")
         return
-    layer_head_map(scores.astype(np.float32), "OV copying score of every head; click a cell to open it here",
-                   "copying score", "copy_map", ctx.c.image_format, on_select=_open_from_map, diverging=True)  # fmt: skip
+    title = "OV copying score of every head; click a cell to open it here"
+    layer_head_map(scores.astype(np.float32), title, "copying score", "copy_map", ctx.c.image_format,
+                   on_select=_open_from_map, diverging=True)  # fmt: skip
     L, H = scores.shape
     rows = [[la, he, f"{scores[la, he]:.6g}"] for la in range(L) for he in range(H)]
     downloads(
