@@ -34,8 +34,9 @@ def heads_grid(
     cols: int = 4,
     clickable: bool = True,
     key_tokens: Sequence[str] | None = None,
+    value_name: str = "weight",
 ) -> go.Figure:
-    """One heatmap per head on a shared colour scale (0 to the largest weight shown).
+    """One heatmap per head on a shared colour scale (0 to the largest weight shown; ``value_name`` titles it).
 
     With ``clickable`` and few enough cells, an invisible scatter marker sits on every cell, so a
     click reports (head, query, key) to Streamlit (heatmaps alone send no selection events); the
@@ -115,7 +116,7 @@ def heads_grid(
     fig.update_yaxes(**plain, autorange="reversed", **yticks)
     fig.update_layout(
         coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
-        coloraxis_colorbar={"title": {"text": "weight"}},
+        coloraxis_colorbar={"title": {"text": value_name}},
         height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
         hovermode="closest",

@@ -71,7 +71,9 @@ def heads_view(ctx: Ctx) -> None:
     if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."
         titles = [tt.replace(f"head {i}", f"head {i} · K/V {i // t.group}", 1) for i, tt in enumerate(titles)]
     cols = t.group if 1 < t.group <= 6 else 4  # one row per K/V group where that fits
-    fig = cached_figure("heads_grid", sh.pattern, tuple(sh.labels), tuple(titles), cols, True, tuple(sh.key_labels))
+    fig = cached_figure(
+        "heads_grid", sh.pattern, tuple(sh.labels), tuple(titles), cols, True, tuple(sh.key_labels), ctx.value_name
+    )
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
     _head_and_focus(ctx, sh)
@@ -104,7 +106,7 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
         plot(fig, "head_large", ctx.c.image_format)
     with right:
         strip = sh.pattern[:, q, :]  # [h, keys]: the focus token's row in every head
-        title = f"“{focus}” as the query: its weights in every head [{h} × {len(sh.key_labels)}]"
+        title = f"“{focus}” as the query: its {ctx.value_name}s in every head [{h} × {len(sh.key_labels)}]"
         fig = matrix_heatmap(strip, sh.key_labels, head_names(h), title, value_name=ctx.value_name)
         plot(fig, "focus_strip", ctx.c.image_format)
     bars = cached_figure("focus_bars", sh.pattern, tuple(sh.key_labels), q, 4, focus)
