@@ -36,7 +36,7 @@ def focus_bars(
             go.Bar(
                 x=[labels[k] for k in keys],
                 y=w[keys],
-                marker={"color": w, "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
+                marker={"color": w[keys], "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
                 hovertemplate=f"%{{meta}} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
                 meta=qlabel,
                 showlegend=False,
@@ -45,7 +45,8 @@ def focus_bars(
             col=i % cols + 1,
         )
     fig.update_xaxes(type="category", tickangle=-60, tickfont={"size": 9})
-    fig.update_yaxes(range=[0, 1])
+    peak = float(np.max(pattern[:, query])) if pattern.size else 1.0  # long texts spread thin: fit the axis
+    fig.update_yaxes(range=[0, 1.0 if peak > 0.5 else max(0.02, 1.15 * peak)])
     fig.update_layout(
         title={
             "text": f"Where “{qlabel}” attends, head by head"

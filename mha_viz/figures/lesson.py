@@ -44,11 +44,11 @@ def comparison(
     if f > 1:  # long texts: block means keep the page light; the title says so
         a, b, diff = (_pool_axis(_pool_axis(m, f, 0), f, 1) for m in (a, b, diff))
         rows = block_labels(list(rows), f)
-        title += f" (shown as {f} × {f} block means)"
+        title += f" (shown as {f} × {f} block means; the max is over every entry)"
     titles = (
         f"{names[0]}   [{np.shape(left)[0]} × {np.shape(left)[1]}]",
         f"{names[1]}   [{np.shape(right)[0]} × {np.shape(right)[1]}]",
-        f"|difference|, max {worst:.2e}",
+        f"|difference|, max {worst:.2e}" if worst > 0 else "|difference|: 0 everywhere (identical)",
     )
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, shared_yaxes=True, horizontal_spacing=0.06)
     labels = list(rows)
@@ -71,11 +71,38 @@ def comparison(
             col=j + 1,
         )
     fig.update_layout(
-        coloraxis={"colorscale": DIVERGING, "cmin": -lim, "cmax": lim, "colorbar": {"x": 0.64, "len": 0.9}},
-        coloraxis2={"colorscale": SEQUENTIAL, "cmin": 0.0, "colorbar": {"x": 1.0, "len": 0.9}},
+        coloraxis={
+            "colorscale": DIVERGING,
+            "cmin": -lim,
+            "cmax": lim,
+            "colorbar": {
+                "orientation": "h",
+                "x": 0.33,
+                "xanchor": "center",
+                "y": -0.08,
+                "yanchor": "top",
+                "len": 0.6,
+                "thickness": 12,
+            },
+        },
+        coloraxis2={
+            "colorscale": SEQUENTIAL,
+            "cmin": 0.0,
+            "cmax": float(diff.max()) if diff.max() > 0 else 1.0,
+            "colorbar": {
+                "orientation": "h",
+                "x": 0.85,
+                "xanchor": "center",
+                "y": -0.08,
+                "yanchor": "top",
+                "len": 0.28,
+                "thickness": 12,
+                "exponentformat": "e",
+            },
+        },
         title={"text": title, "font": {"size": 14}},
-        height=int(min(620, max(320, 18 * len(labels) + 160))),
-        margin={"l": 10, "r": 10, "t": 80, "b": 10},
+        height=int(min(680, max(380, 18 * len(labels) + 220))),
+        margin={"l": 10, "r": 10, "t": 80, "b": 70},
     )
     fig.update_yaxes(autorange="reversed", type="category")
     for ann in fig.layout.annotations:

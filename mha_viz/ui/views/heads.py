@@ -91,7 +91,10 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     head = int(
         left.selectbox("Open head", list(range(h)), format_func=lambda i: f"head {i}", key="head", bind="query-params")
     )
-    default_focus = "it" if "it" in sh.labels else sh.labels[min(1, n - 1)]
+    default_focus = (
+        found.query if found and found.query in sh.labels  # the found head's query ("it", or "it (416)")
+        else "it" if "it" in sh.labels else sh.labels[min(1, n - 1)]
+    )  # fmt: skip
     valid_choice("focus", list(sh.labels), default_focus)
     focus = right.selectbox("Focus token (query)", list(sh.labels), key="focus", bind="query-params")
     q = list(sh.labels).index(focus)

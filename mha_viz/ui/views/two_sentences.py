@@ -47,6 +47,14 @@ def _build() -> None:
         st.session_state["text_b"] = out
 
 
+def _listing(words: list[str], most: int = 12) -> str:
+    """Up to ``most`` words, then how many more ("–" for none)."""
+    if not words:
+        return "–"
+    more = f" … and {len(words) - most} more" if len(words) > most else ""
+    return " ".join(words[:most]) + more
+
+
 def _show(layer: int, head: int) -> None:
     st.session_state.update(two_layer=layer, two_head=head)
 
@@ -125,7 +133,7 @@ def two_view(ctx: Ctx) -> None:
     r = referent_shift(pa, pb, qa, qb, pairs, (cands[0][0], cands[1][0]), (cands[0][1], cands[1][1]))
     f, n1, n2 = plain(focus), plain(c1), plain(c2)
     st.markdown(
-        f"**Moved weight** of a head: take “{f}”'s attention row in each sentence, keep only the {len(pairs)} keys "
+        f"**Moved weight** of a head: take the row of “{f}” in each sentence, keep only the {len(pairs)} keys "
         "both sentences share and rescale them to sum to 1, so weight on the words only one sentence has (the "
         f"swapped word itself) does not count: w₁(key), w₂(key). **Moved** = (w₂({n2}) − w₁({n2})) − "
         f"(w₂({n1}) − w₁({n1})). Positive: from the first sentence to the second, “{f}” turns from “{n1}” towards "
@@ -172,8 +180,8 @@ def _shown_head(
     keys = [labels_a[i] for i in ia]
     title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
     plot(paired_bars(keys, wa, wb, ("first sentence", "second sentence"), title), "two_bars", ctx.c.image_format)
-    only_a = " ".join(labels_a[i] for i in range(len(labels_a)) if i not in set(ia.tolist())) or "–"
-    only_b = " ".join(labels_b[j] for j in range(len(labels_b)) if j not in set(ib.tolist())) or "–"
+    only_a = _listing([labels_a[i] for i in range(len(labels_a)) if i not in set(ia.tolist())])
+    only_b = _listing([labels_b[j] for j in range(len(labels_b)) if j not in set(ib.tolist())])
     st.caption(
         plain(
             f"Moved here: {r['moved'][la, he]:+.3f}. Before rescaling, the shared keys held {float(mass_a):.3f} of "
