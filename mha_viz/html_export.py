@@ -21,7 +21,7 @@ STYLE = (
 )
 
 
-def page(figures: Sequence[go.Figure], title: str, settings: Mapping[str, str], text: str) -> str:
+def page(figures: Sequence[go.Figure | dict], title: str, settings: Mapping[str, str], text: str) -> str:
     """The HTML document: title, the text, the settings (model, layer, …) as a list, then every figure."""
     if not figures:
         raise MhaVizError("nothing to export: the view drew no figure")
