@@ -1,8 +1,8 @@
 """Command line: ``python -m mha_viz trace --text "..." --out trace.npz``.
 
 Also ``roles`` (head roles to JSON), ``induction`` (induction scores of a decoder's heads to CSV),
-``importance`` (each head's importance by ablation to CSV, the pruning curve with --curve), ``models``
-and ``app`` (the dashboard; mha_viz/app_cli.py).
+``importance`` (each head's importance by ablation to CSV, the pruning curve with --curve), ``export`` (one
+view as a self-contained .html page), ``models`` and ``app`` (the dashboard; mha_viz/app_cli.py).
 
 Headless export of attention patterns (and, with --full, every intermediate of one layer).
 Layers and heads are numbered from 0. Bad input: one line on stderr and exit status 2.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mha_viz import app_cli, importance_cli
+from mha_viz import app_cli, export_cli, importance_cli
 from mha_viz.own import MAX_D_MODEL
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     ind.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     ind.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, induction_score)")
     importance_cli.add_parser(sub, PARTS)
+    export_cli.add_parser(sub)
     m = sub.add_parser("models", help="list the architectures this install can trace")
     m.add_argument("--all", action="store_true", help="also list those that are not supported, with the reason")
     app_cli.add_parser(sub)
@@ -311,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "induction": _induction_command,
             "models": _models_command,
             "importance": importance_cli.command,
+            "export": export_cli.command,
         }
         commands[args.command](args)
         return 0

@@ -12,8 +12,10 @@ from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import smollm2_dir, smollm2_ready
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
+from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
+from mha_viz.ui.html_download import html_button
 from mha_viz.ui.memo import release_memory
 from mha_viz.ui.sidebar import (
     IGNORED,
@@ -153,4 +155,6 @@ def _run_view(name: str, ctx: Ctx) -> None:
     sizes = budget.Sizes(len(b.tokens.ids), len(b.key_tokens.ids), b.n_heads, b.n_kv_heads, b.d_head, b.d_model,
                          b.n_layers)  # fmt: skip
     budget.check(name, sizes)
-    VIEW_FUNCS[name](ctx)
+    with recording_figures() as drawn:
+        VIEW_FUNCS[name](ctx)
+    html_button(name, ctx, drawn)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +72,18 @@ def cached_figure(builder: str, *args: object) -> dict:
 
 
 FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {"heads_grid": heads_grid, "focus_bars": focus_bars}
+_DRAWN: ContextVar[list | None] = ContextVar("mha_viz_drawn", default=None)  # figures plot() drew in this view run
+
+
+@contextmanager
+def recording_figures() -> Iterator[list[go.Figure | dict]]:
+    """Collect every figure plot() draws inside the block (for the view's HTML download)."""
+    drawn: list[go.Figure | dict] = []
+    token = _DRAWN.set(drawn)
+    try:
+        yield drawn
+    finally:
+        _DRAWN.reset(token)
 
 
 def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable | str = "ignore") -> object:
@@ -79,6 +93,8 @@ def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable
         "toImageButtonOptions": {"format": image_format, "filename": f"mha-viz-{key}", "scale": 2},
     }
     kwargs = {"on_select": _never_raises(on_select), "selection_mode": "points"} if callable(on_select) else {}
+    if (drawn := _DRAWN.get()) is not None:
+        drawn.append(fig)
     return st.plotly_chart(fig, key=key, config=config, width="stretch", **kwargs)
 
 

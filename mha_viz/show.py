@@ -1,0 +1,205 @@
+"""Notebook API: the dashboard's most used views as Plotly figures, from the same pipeline and figure code.
+
+    import mha_viz.show as show
+    text = "The animal didn't cross the street because it was too tired"
+    show.heads(text, layer=5)                       # every head of layer 5 (a grid)
+    show.head(text, layer=5, head=11)               # one head, every weight
+    show.overview(text)                             # every layer × head
+    show.focus(text, layer=5, token="it")           # where "it" looks, head by head (bars)
+    show.lines(text, layer=5, heads=[11], focus="it")
+    show.steps(text, layer=5, head=11)              # the seven steps, one figure per matrix
+    show.found(text, "it", "animal")                # (layer, head, weight) where "it" looks at "animal" most
+
+``model`` is "" for the bundled MiniLM (default), "smollm2", a Hugging Face id or a folder; a model is loaded
+once per process and device. Bad input raises mha_viz.trace.MhaVizError with a message saying what to do.
+Importing this module calls offline(): figures render in Jupyter and VS Code with no network.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io.base_renderers import HtmlRenderer
+
+from mha_viz import figures
+from mha_viz.config import Config
+from mha_viz.models.load import LoadedModel
+from mha_viz.pipeline import Recording, layer_trace, load, record
+from mha_viz.referents import focus_head, word
+from mha_viz.steps import head_steps, numbered
+from mha_viz.studies import all_patterns
+from mha_viz.trace import AttentionTrace, MhaVizError
+
+__all__ = ["focus", "found", "head", "heads", "lines", "loaded", "offline", "overview", "patterns", "steps", "trace"]
+RENDERER = "mha_viz_offline"
+_MODELS: dict[tuple[str, str], LoadedModel] = {}  # (model, device) -> the loaded model, once per process
+_RECORDINGS: OrderedDict[tuple[str, str, str], Recording] = OrderedDict()  # the last few texts' model runs
+MAX_RECORDINGS = 4
+
+
+class OfflineRenderer(HtmlRenderer):
+    """text/html with plotly.js inlined once per kernel (when first activated) and no MathJax or CDN URL,
+    plus application/vnd.plotly.v1+json, which JupyterLab and VS Code draw with their own bundled plotly.js."""
+
+    def __init__(self) -> None:
+        super().__init__(connected=False, global_init=True, include_plotlyjs=False)
+
+    def to_mimebundle(self, fig_dict: dict) -> dict:
+        html = pio.to_html(
+            fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False, default_width="100%",
+            default_height=525, validate=False, config={"displaylogo": False},
+        )  # fmt: skip
+        return {"application/vnd.plotly.v1+json": {"config": {"displaylogo": False}, **fig_dict}, "text/html": html}
+
+
+def offline() -> None:
+    """Make notebook figures render with no network: plotly.js is written into the notebook once (the first
+    figure shown), never fetched from a CDN. Called on import; call it again if something changed the default."""
+    if RENDERER not in pio.renderers:
+        pio.renderers[RENDERER] = OfflineRenderer()
+    pio.renderers.default = RENDERER
+
+
+def loaded(name: str = "", device: str = "cpu") -> LoadedModel:
+    """The loaded model (cached per process; never mutated here)."""
+    if name.strip().lower() == "own":
+        raise MhaVizError('mha_viz.show draws pretrained models; "own" weights are in the dashboard and the CLI')
+    key = (name.strip(), device)
+    if key not in _MODELS:
+        _MODELS[key] = load(Config(model=key[0], device=device))
+    return _MODELS[key]
+
+
+def _recording(text: str, name: str, device: str) -> tuple[LoadedModel, Recording]:
+    if not isinstance(text, str) or not text.strip():
+        raise MhaVizError("give a text to analyse (a non-empty string)")
+    lm = loaded(name, device)
+    key = (name.strip(), device, text)
+    if key not in _RECORDINGS:
+        _RECORDINGS[key] = record(lm, text)
+        while len(_RECORDINGS) > MAX_RECORDINGS:
+            _RECORDINGS.popitem(last=False)
+    _RECORDINGS.move_to_end(key)
+    return lm, _RECORDINGS[key]
+
+
+def trace(text: str, layer: int, model: str = "", device: str = "cpu") -> AttentionTrace:
+    """One layer's trace of the model's first attention (self-attention for encoders and decoders)."""
+    lm, rec = _recording(text, model, device)
+    n = lm.n_layers(lm.part(None))
+    if not isinstance(layer, int | np.integer) or not 0 <= layer < n:
+        raise MhaVizError(f"layer {layer!r} does not exist: {lm.name} has layers 0 to {n - 1}")
+    return layer_trace(lm, rec, None, int(layer), Config(model=model.strip(), device=device))
+
+
+def patterns(text: str, model: str = "", device: str = "cpu") -> np.ndarray:
+    """Every layer's attention weights. Shapes: [n_layers, n_heads, n_query, n_key] float32."""
+    lm, rec = _recording(text, model, device)
+    return all_patterns(lm, rec, None, Config(model=model.strip(), device=device))
+
+
+def _head_index(t: AttentionTrace, head: int) -> int:
+    h = t.n_heads
+    if not isinstance(head, int | np.integer) or not 0 <= head < h:
+        raise MhaVizError(f"head {head!r} does not exist: this layer has heads 0 to {h - 1}")
+    return int(head)
+
+
+def _token_index(labels: Sequence[str], token: str) -> int:
+    """The position of ``token``: its exact label, else the first label whose word it is ("the" → "the (5)")."""
+    labels = list(labels)
+    if token in labels:
+        return labels.index(token)
+    wanted = word(str(token))
+    for i, label in enumerate(labels):
+        if word(label) == wanted:
+            return i
+    shown = ", ".join(labels[:40]) + (" …" if len(labels) > 40 else "")
+    raise MhaVizError(f"token {str(token)[:40]!r} is not in the text; its tokens are: {shown}")
+
+
+def found(text: str, query: str = "it", key: str = "animal", model: str = "", device: str = "cpu") -> tuple:
+    """(layer, head, weight) of the head where ``query`` puts the most weight on ``key`` (referents.focus_head)."""
+    p = patterns(text, model, device)
+    lm, rec = _recording(text, model, device)
+    part = lm.part(None)
+    q = _token_index(rec.query_tokens(part).labels, query)
+    k = _token_index(rec.key_tokens(part).labels, key)
+    return focus_head(p, q, k)
+
+
+def heads(text: str, layer: int = 0, model: str = "", device: str = "cpu") -> go.Figure:
+    """Every head of one layer, one heatmap each (the Heads tab's grid)."""
+    t = trace(text, layer, model, device)
+    return figures.heads_grid(t.pattern.numpy(), t.tokens, clickable=False, key_tokens=t.key_tokens)
+
+
+def head(text: str, layer: int, head: int, model: str = "", device: str = "cpu") -> go.Figure:
+    """One head's attention weights, every cell (the Heads tab's opened head)."""
+    t = trace(text, layer, model, device)
+    i = _head_index(t, head)
+    title = f"Layer {layer}, head {i}: attention weights [{len(t.tokens)} × {len(t.key_tokens)}]"
+    return figures.matrix_heatmap(t.pattern[i].numpy(), t.key_tokens, t.tokens, title, value_name="weight",
+                                  attention=True)  # fmt: skip
+
+
+def overview(text: str, model: str = "", device: str = "cpu") -> go.Figure:
+    """Every layer × head in one figure (the Overview tab)."""
+    lm = loaded(model, device)
+    group = max(1, lm.n_heads // max(1, lm.n_kv_heads))
+    return figures.overview(patterns(text, model, device), group=group)
+
+
+def focus(text: str, layer: int, token: str = "it", model: str = "", device: str = "cpu") -> go.Figure:
+    """Where one query token attends in every head of a layer, as bars (the Heads tab's focus bars)."""
+    t = trace(text, layer, model, device)
+    q = _token_index(t.tokens, token)
+    return figures.focus_bars(t.pattern.numpy(), t.key_tokens, q, 4, t.tokens[q])
+
+
+def lines(
+    text: str,
+    layer: int,
+    heads: Sequence[int] | None = None,
+    focus: str | None = None,
+    model: str = "",
+    device: str = "cpu",
+) -> go.Figure:
+    """Token-to-token lines of some heads (default: the head where "it" looks at "animal" most, else head 0);
+    with ``focus``, only that query token's lines (the Lines tab)."""
+    t = trace(text, layer, model, device)
+    p = t.pattern.numpy()  # [h, n_q, n_k]
+    chosen = [figures.strongest_head(p, t.tokens, t.key_tokens)] if heads is None else list(heads)
+    if not chosen or len(chosen) > figures.MAX_LINE_HEADS:
+        raise MhaVizError(f"give 1 to {figures.MAX_LINE_HEADS} heads, got {len(chosen)}")
+    chosen = [_head_index(t, i) for i in chosen]
+    q = None if focus is None else _token_index(t.tokens, focus)
+    windows = None
+    if len(t.tokens) > figures.MAX_ROWS or len(t.key_tokens) > figures.MAX_ROWS:
+        centre = 0 if q is None else q
+        windows = (figures.token_window(len(t.tokens), centre), figures.token_window(len(t.key_tokens), centre))
+    sel = figures.select_lines(p, chosen, q, windows)
+    about = "every query" if q is None else f"“{t.tokens[q]}” as the query"
+    title = f"Layer {layer}, {', '.join(f'head {i}' for i in chosen)}: {about}"
+    return figures.attention_lines(p, t.tokens, t.key_tokens, sel, title)
+
+
+def steps(text: str, layer: int, head: int, model: str = "", device: str = "cpu") -> list[go.Figure]:
+    """One head's computation in the order of the seven steps: one heatmap per matrix (the Step by step tab)."""
+    t = trace(text, layer, model, device)
+    found_steps = head_steps(t, _head_index(t, head))
+    out = []
+    for s, title in zip(found_steps, numbered(found_steps), strict=True):
+        rows = t.key_tokens if s.key_rows else t.tokens
+        fig = figures.matrix_heatmap(s.z, t.key_tokens if s.keys else None, rows, f"{title}   {s.shape}",
+                                     diverging=s.signed, value_name=s.name, attention=s.name == "weight",
+                                     height=380)  # fmt: skip
+        out.append(fig)
+    return out
+
+
+offline()

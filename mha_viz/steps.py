@@ -1,0 +1,94 @@
+"""The seven steps of one head's computation, matrix by matrix, from a trace (pure numpy; no Streamlit).
+
+1 X, 2 Q, K, V, 3 QKᵀ, 4 scaling, 5 mask, 6 softmax, 7 weights · V, concat, · W^O. Every matrix is read
+from the trace or computed from its own tensors (3 and 4: Q_i K_gᵀ and its scaled copy), so it is what the
+model computed. Used by mha_viz.show (the dashboard's Step by step tab builds the same list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mha_viz.trace import AttentionTrace, MhaVizError
+
+
+@dataclass(frozen=True)
+class Step:
+    """One matrix of the computation: its step of the seven (1 X … 7 output), what it is and its values."""
+
+    number: int
+    title: str
+    z: np.ndarray
+    keys: bool  # columns are key tokens (else plain dimensions)
+    name: str  # the colour bar's and hover's name
+    signed: bool
+    shape: str
+    key_rows: bool = False  # rows are key tokens (K, V)
+
+
+def numbered(steps: Sequence[Step]) -> list[str]:
+    """Titles numbered by the seven steps: "3. …", or "2a. …", "2b. …" where one step has several matrices."""
+    counts = {s.number: sum(t.number == s.number for t in steps) for s in steps}
+    seen: dict[int, int] = {}
+    out = []
+    for s in steps:
+        seen[s.number] = seen.get(s.number, 0) + 1
+        letter = "abcdefghij"[seen[s.number] - 1] if counts[s.number] > 1 else ""
+        out.append(f"{s.number}{letter}. {s.title}")
+    return out
+
+
+def scale_title(scale: float, dk: int, scaled: bool) -> str:
+    """Step 4's title: "÷ √d_k (× 0.1768)", the model's own factor where it is not 1/√d_k, or "scaling off"."""
+    if not scaled:
+        return f"scaling off (× {scale:.4g})"
+    if abs(scale - dk**-0.5) <= 1e-6 * dk**-0.5:
+        return f"÷ √d_k = ÷ √{dk} (× {scale:.4g})"
+    return f"× {scale:.4g} (the model's scale, not 1/√d_k)"
+
+
+def head_steps(t: AttentionTrace, i: int, scaled: bool = True) -> list[Step]:
+    """Head ``i``'s matrices in the order of the seven steps. Shapes: each Step.z is 2-D ([rows, cols])."""
+    h, n, dk = t.q.shape
+    if not 0 <= i < h:
+        raise MhaVizError(f"head {i} does not exist: this layer has heads 0 to {h - 1}")
+    nk, d = t.k.shape[1], t.output.shape[1]
+    g = i // t.group  # the key/value head this query head uses (differs only with grouped-query attention)
+    shared = "" if t.group == 1 else f" (heads {g * t.group}–{(g + 1) * t.group - 1})"
+    raw = (t.q[i] @ t.k[g].T).numpy()  # [n, nk] before scaling
+    qs, ks, sq = f"[{n} × {dk}]", f"[{nk} × {dk}]", f"[{n} × {nk}]"
+    steps = []
+    if t.x.shape[1]:
+        steps.append(Step(1, "X (one row per token)", t.x.numpy(), False, "X", True, f"[{n} × {t.x.shape[1]}]"))
+    if t.q_pre is not None and t.k_pre is not None:  # rotary embeddings: Q and K before and after rotation
+        steps += [
+            Step(2, f"Q_{i}, before rotation", t.q_pre[i].numpy(), False, "Q", True, qs),
+            Step(2, f"K_{g}, before rotation{shared}", t.k_pre[g].numpy(), False, "K", True, ks, True),
+        ]
+    used = " rotated (rotary positions)" if t.q_pre is not None else " as used"
+    steps += [
+        Step(2, f"Q_{i}{used}", t.q[i].numpy(), False, "Q", True, qs),
+        Step(2, f"K_{g}{used}{shared}", t.k[g].numpy(), False, "K", True, ks, True),
+        Step(2, f"V_{g} as used{shared}", t.v[g].numpy(), False, "V", True, ks, True),
+        Step(3, f"Q_{i} K_{g}ᵀ", raw, True, "QKᵀ", True, sq),
+        Step(4, scale_title(t.scale, dk, scaled), raw * t.scale, True, "scaled", True, sq),
+    ]
+    if t.softcap is not None:
+        capped = np.tanh(raw * t.scale / t.softcap) * t.softcap
+        steps.append(Step(4, f"soft-cap: {t.softcap:g} · tanh(· / {t.softcap:g})", capped, True, "capped", True, sq))
+    if t.bias is not None:
+        bias = t.bias[min(i, t.bias.shape[0] - 1)].numpy()
+        steps.append(Step(4, "+ position bias (added by the model)", bias, True, "bias", True, sq))
+    masked = "causal: future keys → −∞, shown grey" if t.causal else "masked keys → −∞, shown grey"
+    out = "output = concat · W^O" + (" + b_O" if t.b_O is not None else "")
+    steps += [
+        Step(5, f"mask ({masked})", t.scores[i].numpy(), True, "scores", True, sq),
+        Step(6, "softmax, row by row (each row sums to 1)", t.pattern[i].numpy(), True, "weight", False, sq),
+        Step(7, f"head_{i} = weights · V_{g}", t.z[i].numpy(), False, "z", True, qs),
+        Step(7, f"concat(head_0 … head_{h - 1})", t.concat.numpy(), False, "concat", True, f"[{n} × {h * dk}]"),
+        Step(7, out, t.output.numpy(), False, "output", True, f"[{n} × {d}]"),
+    ]
+    return steps

@@ -1,0 +1,50 @@
+"""The "Download this view (.html)" button: the figures a view drew, as one self-contained page."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from mha_viz.config import Config
+from mha_viz.html_export import page
+from mha_viz.ui.context import Ctx
+
+SKIP = ("weights_file", "model")  # bytes of an uploaded file; the model is written by name already
+
+
+def view_settings(name: str, ctx: Ctx) -> dict[str, str]:
+    """What the page says it shows: the view, model, attention kind, layer and every sidebar setting that is
+    not at its default (from ctx.config), plus the display switches (ctx.c)."""
+    out = {"view": name, "model": ctx.base.model_name, "attention": ctx.where}
+    default = Config()
+    for f in dataclasses.fields(Config):
+        value = getattr(ctx.config, f.name)
+        if f.name not in SKIP and value != getattr(default, f.name):
+            out[f.name] = str(value)
+    if ctx.config.weights_file:
+        out["weights"] = "an uploaded .safetensors file"
+    if ctx.target:
+        out["target text"] = ctx.target
+    out |= {"measure": ctx.c.measure, "hide special tokens": str(ctx.c.hide_special)}
+    return out
+
+
+def html_button(name: str, ctx: Ctx, figures: list[go.Figure | dict]) -> None:
+    """A download button for the figures the view drew (nothing when it drew none); the page is built on click."""
+    if not figures:
+        return
+    settings = view_settings(name, ctx)
+    text = ctx.c.text
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "view"
+    st.download_button(
+        "Download this view (.html)",
+        lambda: page(list(figures), f"mha-viz · {name}", settings, text).encode("utf-8"),
+        file_name=f"mha-viz-{slug}.html",
+        mime="text/html",
+        key=f"dl-html-{slug}",
+        help="One file with every figure of this view, interactive and offline (plotly.js inside), "
+        "with the text and settings written on it.",
+    )

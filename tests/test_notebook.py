@@ -1,0 +1,76 @@
+"""The example notebook runs in a real Jupyter kernel and its figures render with no network."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+nbclient = pytest.importorskip("nbclient", reason="nbclient is in requirements-dev.txt")
+nbformat = pytest.importorskip("nbformat", reason="nbformat is in requirements-dev.txt")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "examples" / "it_animal.ipynb"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+SCRIPT_SRC = re.compile(r"<script[^>]*\bsrc=", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def executed() -> nbformat.NotebookNode:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits this process's environment
+    try:
+        client = nbclient.NotebookClient(
+            nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(ROOT)}}
+        )
+        client.execute()
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return nb
+
+
+def outputs(nb, source_contains: str) -> list[dict]:
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and source_contains in c.source]
+    return cell.outputs
+
+
+def stdout(outs: list[dict]) -> str:
+    return "".join(o.get("text", "") for o in outs if o.get("name") == "stdout")
+
+
+def html_of(out: dict) -> str:
+    return "".join(out.get("data", {}).get("text/html", ""))
+
+
+def test_the_kernel_is_this_python(executed):
+    assert stdout(outputs(executed, "print(sys.executable)")).strip() == sys.executable
+
+
+def test_the_head_that_links_it_to_animal_is_found(executed):
+    text = stdout(outputs(executed, "focus_head("))
+    assert re.search(r"layer \d+, head \d+: 'it' -> 'animal' weight 0\.\d\d", text), text
+
+
+@pytest.mark.parametrize("call", ["show.heads(", "show.head(", "show.lines(", "show.focus("])
+def test_every_figure_is_a_plotly_figure_drawn_offline(executed, call):
+    figs = [o for o in outputs(executed, call) if PLOTLY_MIME in o.get("data", {})]
+    assert len(figs) == 1, f"{call} shows one figure"
+    html = html_of(figs[0])
+    assert "Plotly.newPlot" in html
+    assert not SCRIPT_SRC.search(html), "no script is fetched"
+    assert "cdn" not in html.lower() and "https://" not in html
+
+
+def test_plotly_js_is_in_the_notebook_once(executed):
+    every = [html_of(o) for c in executed.cells if c.cell_type == "code" for o in c.outputs]
+    inlined = [h for h in every if re.search(r"\* plotly\.js v\d", h)]
+    assert len(inlined) == 1, "plotly.js is written once, before the first figure"
+    first_figure = next(i for i, h in enumerate(every) if "Plotly.newPlot" in h)
+    assert every.index(inlined[0]) < first_figure
+    assert not any(SCRIPT_SRC.search(h) for h in every)
