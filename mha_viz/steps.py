@@ -50,8 +50,11 @@ def scale_title(scale: float, dk: int, scaled: bool) -> str:
     return f"× {scale:.4g} (the model's scale, not 1/√d_k)"
 
 
-def head_steps(t: AttentionTrace, i: int, scaled: bool = True) -> list[Step]:
-    """Head ``i``'s matrices in the order of the seven steps. Shapes: each Step.z is 2-D ([rows, cols])."""
+def head_steps(
+    t: AttentionTrace, i: int, scaled: bool = True, plain: bool = False, biases: Sequence[str] = ()
+) -> list[Step]:
+    """Head ``i``'s matrices in the order of the seven steps. ``plain``: Q, K, V are X · W (+ b) and the titles
+    say so, naming the biases in ``biases`` ("b_Q", "b_K", "b_V"). Shapes: each Step.z is 2-D ([rows, cols])."""
     h, n, dk = t.q.shape
     if not 0 <= i < h:
         raise MhaVizError(f"head {i} does not exist: this layer has heads 0 to {h - 1}")
@@ -60,19 +63,23 @@ def head_steps(t: AttentionTrace, i: int, scaled: bool = True) -> list[Step]:
     shared = "" if t.group == 1 else f" (heads {g * t.group}–{(g + 1) * t.group - 1})"
     raw = (t.q[i] @ t.k[g].T).numpy()  # [n, nk] before scaling
     qs, ks, sq = f"[{n} × {dk}]", f"[{nk} × {dk}]", f"[{n} × {nk}]"
+
+    def proj(m: str, j: int) -> str:  # "Q_0 = X · W_Q[0] + b_Q[0]"
+        return f"{m}_{j} = X · W_{m}[{j}]" + (f" + b_{m}[{j}]" if f"b_{m}" in biases else "")
+
     steps = []
     if t.x.shape[1]:
         steps.append(Step(1, "X (one row per token)", t.x.numpy(), False, "X", True, f"[{n} × {t.x.shape[1]}]"))
     if t.q_pre is not None and t.k_pre is not None:  # rotary embeddings: Q and K before and after rotation
         steps += [
-            Step(2, f"Q_{i}, before rotation", t.q_pre[i].numpy(), False, "Q", True, qs),
-            Step(2, f"K_{g}, before rotation{shared}", t.k_pre[g].numpy(), False, "K", True, ks, True),
+            Step(2, f"{proj('Q', i)}, before rotation", t.q_pre[i].numpy(), False, "Q", True, qs),
+            Step(2, f"{proj('K', g)}, before rotation{shared}", t.k_pre[g].numpy(), False, "K", True, ks, True),
         ]
     used = " rotated (rotary positions)" if t.q_pre is not None else " as used"
     steps += [
-        Step(2, f"Q_{i}{used}", t.q[i].numpy(), False, "Q", True, qs),
-        Step(2, f"K_{g}{used}{shared}", t.k[g].numpy(), False, "K", True, ks, True),
-        Step(2, f"V_{g} as used{shared}", t.v[g].numpy(), False, "V", True, ks, True),
+        Step(2, proj("Q", i) if plain else f"Q_{i}{used}", t.q[i].numpy(), False, "Q", True, qs),
+        Step(2, (proj("K", g) if plain else f"K_{g}{used}") + shared, t.k[g].numpy(), False, "K", True, ks, True),
+        Step(2, (proj("V", g) if plain else f"V_{g} as used") + shared, t.v[g].numpy(), False, "V", True, ks, True),
         Step(3, f"Q_{i} K_{g}ᵀ", raw, True, "QKᵀ", True, sq),
         Step(4, scale_title(t.scale, dk, scaled), raw * t.scale, True, "scaled", True, sq),
     ]
