@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from mha_viz.config import PART_NAMES, Config
 from mha_viz.trace import AttentionTrace
@@ -103,7 +105,31 @@ _URL_LABELS: dict[str, Callable[[object], str]] = {
     "head": lambda i: f"head {i}",
     "step_head": lambda j: f"head {j}",
     "lesson_head": lambda j: f"head {j}",
+    "circ_head": lambda j: f"head {j}",
+    "scale_head": lambda j: f"head {j}",
+    "ablate": lambda j: f"head {j}",
 }
+
+
+def set_linked(**values: object) -> None:
+    """Set URL-bound widgets' values from a callback (a click), in the session and in the link.
+
+    Streamlit writes a programmatic value into the URL itself only when the widget was drawn in the run before;
+    a widget of another tab (the Heads tab's "Open head" after a click in Overview) would open with the value
+    but leave it out of the link. So the link gets it here; a parameter whose widget is drawn (bound) may not
+    be written directly, and Streamlit keeps that one in step."""
+    for key, value in values.items():
+        st.session_state[key] = value
+        with contextlib.suppress(StreamlitAPIException):  # bound to a drawn widget: Streamlit writes that one
+            st.query_params[key] = _URL_LABELS.get(key, str)(value)
+
+
+def open_head(layer: int, head: int, view: str | None = "Heads") -> None:
+    """Open a head in the Heads tab (or, with ``view`` None, only choose the layer and head), link included."""
+    values: dict[str, object] = {"layer": int(layer), "head": int(head)}
+    if view is not None:
+        values["view"] = view
+    set_linked(**values)
 
 
 def valid_choice(key: str, options: list, default) -> None:

@@ -13,7 +13,7 @@ from mha_viz.figures.common import plural
 from mha_viz.roles import head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, clicked_points, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, set_linked, valid_choice
 from mha_viz.ui.found import found_head
 from mha_viz.ui.sink import sink_panel
 
@@ -21,8 +21,7 @@ from mha_viz.ui.sink import sink_panel
 def _on_grid_click() -> None:
     for p, custom in clicked_points("heads_grid"):  # customdata (weight, head); y is the query token
         if len(custom) == 2:
-            st.session_state["head"] = int(custom[1])
-            st.session_state["focus"] = html.unescape(str(p.get("y", "")))
+            set_linked(head=int(custom[1]), focus=html.unescape(str(p.get("y", ""))))
             return
 
 

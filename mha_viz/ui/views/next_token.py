@@ -10,7 +10,7 @@ from mha_viz.figures import logit_lens, matrix_heatmap
 from mha_viz.logits import Readout
 from mha_viz.ui.cache import get_model, get_recording, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx, open_head, valid_choice
 from mha_viz.ui.memo import sized_cache
 
 LENS_MAX_TOKENS = 64  # the lens heatmap shows at most this many positions (the last ones)
@@ -24,7 +24,7 @@ def get_readout(model_name: str, device: str, text: str, position: int | None) -
 
 
 def _open_head(layer: int, head: int) -> None:
-    st.session_state.update(layer=layer, head=head, view="Heads")
+    open_head(layer, head)
 
 
 def next_token_view(ctx: Ctx) -> None:

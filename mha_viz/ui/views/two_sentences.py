@@ -20,7 +20,7 @@ from mha_viz.referents import (
 )
 from mha_viz.ui.cache import tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, valid_choice
+from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, set_linked, valid_choice
 from mha_viz.ui.sidebar import plain
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
@@ -48,7 +48,7 @@ def _build() -> None:
 
 
 def _show(layer: int, head: int) -> None:
-    st.session_state.update(two_layer=layer, two_head=head)
+    set_linked(two_layer=layer, two_head=head)
 
 
 _on_map_click = map_click("two_moved", _show)
