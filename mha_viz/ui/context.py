@@ -132,10 +132,10 @@ def open_head(layer: int, head: int, view: str | None = "Heads") -> None:
     set_linked(**values)
 
 
-def valid_choice(key: str, options: list, default) -> None:
+def valid_choice(key: str, options: list, default, label: Callable[[object], str] | None = None) -> None:
     """Reset a keyed widget's stored value when it is not among the current options. A value the URL will
-    give the widget is checked against the options' labels: one that is not among them is reported at the
-    top of the page (and the widget shows ``default``)."""
+    give the widget is checked against the options' labels (``label``, or how _URL_LABELS shows them): one that
+    is not among them is reported at the top of the page (and the widget shows ``default``)."""
     if key in st.session_state:
         if st.session_state[key] not in options:
             st.session_state[key] = default
@@ -144,12 +144,33 @@ def valid_choice(key: str, options: list, default) -> None:
     if value is None:
         st.session_state[key] = default
         return
-    label = _URL_LABELS.get(key, str)
+    label = label or _URL_LABELS.get(key, str)
     labels = [label(o) for o in options]
     if value not in labels:
         what = "this text's tokens are" if all(isinstance(o, str) for o in options) else "the choices are"
         note_ignored(key, value, f"{what} {summarize(labels)}; showing {label(default)}")
         st.session_state[key] = default
+
+
+def valid_choices(key: str, options: list, default: list) -> None:  # default: the multiselect's own
+    """valid_choice for a multiselect: stored values that are no longer options are dropped; the link's values
+    (the parameter repeated, one per choice) that are not options are reported (Streamlit drops them itself, and
+    shows ``default`` when none is left)."""
+    if key in st.session_state:
+        kept = [o for o in st.session_state[key] if o in options]
+        if kept != st.session_state[key]:  # (only then: the widget's own default stays its default)
+            st.session_state[key] = kept
+        return
+    if url_value(key) is None:
+        return
+    label = _URL_LABELS.get(key, str)
+    labels = [label(o) for o in options]
+    given = [v for v in st.query_params.get_all(key) if v != ""]  # "ablate=" alone: none chosen
+    bad = [v for v in given if v not in labels]
+    if bad:
+        good = [v for v in given if v in labels] or [label(o) for o in default]
+        why = f"the choices are {summarize(labels)}; showing {', '.join(good) or 'none'}"
+        note_ignored(key, ", ".join(bad), why, drop=False)  # Streamlit drops them from the link
 
 
 def clicked_points(chart_key: str) -> list[tuple[dict, list]]:
