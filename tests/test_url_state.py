@@ -120,3 +120,48 @@ def test_opening_a_head_from_another_tab_writes_it_into_the_link(minilm) -> None
     again = run_app(**params)
     assert_clean(again)
     assert again.selectbox(key="layer").value == la and again.selectbox(key="head").value == he
+
+
+def test_where_show_then_a_new_query_falls_back_without_an_error(minilm) -> None:
+    """Show a head (its layer and head go into the link), then pick another query token: the shown head is the
+    new pair's top head again (forget() used to delete the bound parameters directly, and Streamlit raised)."""
+    at = run_app(view="Where does it look?")
+    at.button(key="where_show_4").click().run()
+    fourth = next(m.value for m in at.markdown if m.value.startswith("4. layer"))
+    la, he = (int(x) for x in re.findall(r"\d+", fourth.split(":")[0])[1:])
+    assert (at.selectbox(key="where_layer").value, at.selectbox(key="where_head").value) == (la, he)
+    assert (_qp(at, "where_layer"), _qp(at, "where_head")) == ([str(la)], [str(he)])
+    at.selectbox(key="where_q").set_value("the (1)").run()
+    assert_clean(at)
+    first = next(m.value for m in at.markdown if m.value.startswith("1. layer"))
+    top = tuple(int(x) for x in re.findall(r"\d+", first.split(":")[0])[1:])
+    assert (at.selectbox(key="where_layer").value, at.selectbox(key="where_head").value) == top
+
+
+def test_circuits_head_from_the_link(minilm) -> None:
+    """circ_head is written as "head 3" (its format_func); it used to be checked against "3" and dropped."""
+    at = run_app(view="Circuits", circ_head="head 3")
+    assert_clean(at)
+    assert ignored_note(at) == "" and at.selectbox(key="circ_head").value == 3
+    at = run_app(view="Circuits", circ_head="3")
+    assert "circ_head=3 (the choices are head 0" in ignored_note(at)
+    assert at.selectbox(key="circ_head").value == 0
+
+
+def test_next_token_position_and_target_from_the_link() -> None:
+    smol = {"src": "SmolLM2-135M (bundled)", "view": "Next token"}
+    at = run_app(**smol)
+    assert_clean(at)
+    labels = at.selectbox(key="nt_pos").options
+    names = at.selectbox(key="dla_token").options  # "token (p = 0.123)": how the link names them
+    at = run_app(**smol, nt_pos=labels[2])
+    assert_clean(at)
+    assert at.selectbox(key="nt_pos").value == labels[2] and ignored_note(at) == ""
+    at = run_app(**smol, dla_token=names[1])
+    assert_clean(at)
+    assert at.selectbox(key="dla_token").index == 1 and ignored_note(at) == ""
+    at = run_app(**smol, nt_pos="no such token", dla_token="1")
+    assert_clean(at)
+    note = ignored_note(at)
+    assert "nt_pos=no such token (this text's tokens are" in note and "dla_token=1 (the choices are" in note
+    assert at.selectbox(key="nt_pos").value == labels[-1] and at.selectbox(key="dla_token").index == 0

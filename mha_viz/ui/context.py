@@ -202,11 +202,14 @@ def map_click(chart_key: str, show: Callable[[int, int], None]) -> Callable[[], 
 
 
 def forget(keys: tuple[str, ...]) -> None:
-    """Drop widget values from the session and the URL (so a view falls back to its defaults)."""
+    """Let choice widgets fall back to their defaults (from a callback): each value becomes None, which no
+    option is, so the view's valid_choice puts its default back before the widget is drawn, and Streamlit
+    follows in the URL. A parameter bound to a drawn widget cannot be deleted directly (Streamlit raises)."""
     for key in keys:
-        st.session_state.pop(key, None)
+        st.session_state[key] = None
         if key in st.query_params:
-            del st.query_params[key]
+            with contextlib.suppress(StreamlitAPIException):  # bound: the widget's new value updates it
+                del st.query_params[key]
 
 
 def needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:
