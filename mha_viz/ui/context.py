@@ -117,11 +117,25 @@ def set_linked(**values: object) -> None:
     Streamlit writes a programmatic value into the URL itself only when the widget was drawn in the run before;
     a widget of another tab (the Heads tab's "Open head" after a click in Overview) would open with the value
     but leave it out of the link. So the link gets it here; a parameter whose widget is drawn (bound) may not
-    be written directly, and Streamlit keeps that one in step."""
+    be written directly, and Streamlit keeps that one in step. A head goes with its layer: a link that names a
+    head but no layer opens layer 0 (sidebar.layer_control), while the layer first shown (the found head's)
+    is not in the link until it is set."""
+    if "head" in values and "layer" not in values and "layer" in st.session_state:
+        values = {"layer": st.session_state["layer"], **values}
     for key, value in values.items():
         st.session_state[key] = value
         with contextlib.suppress(StreamlitAPIException):  # bound to a drawn widget: Streamlit writes that one
             st.query_params[key] = _URL_LABELS.get(key, str)(value)
+
+
+def keep_layer() -> None:
+    """An on_change for the Heads tab's "Open head" picker: the link gets the layer along with the head (see
+    set_linked). The picker is in a fragment, whose rerun does not draw the sidebar's layer picker (and so
+    does not write its value into the link): while the link has no layer, the whole page reruns."""
+    layer = st.session_state.get("layer")
+    if layer and "layer" not in st.query_params:
+        set_linked(layer=layer)
+        st.rerun()
 
 
 def open_head(layer: int, head: int, view: str | None = "Heads") -> None:

@@ -63,14 +63,33 @@ def click_overview_tile(page: Page, layer: int, head: int) -> None:
 
 
 def test_heads_grid_click_survives_a_share(page: Page, fresh: Page, app_url: str) -> None:
-    open_app(page, app_url, "?view=Heads&layer=1")
+    """No layer in the link: the app opens on the found head's layer (not 0), which the link does not name; a
+    link with a head and no layer opens layer 0, so the click must write the layer too."""
+    open_app(page, app_url, "?view=Heads")
+    layer = int(page.get_by_label("Layer").input_value())
+    assert layer != 0 and "layer=" not in page.url
     click_grid_cell(page, "x4y4", q=2, k=10)  # head 3 (first row, fourth column), query "animal"
-    expect_heads_view(page, 1, 3)
+    expect_heads_view(page, layer, 3)
     expect(page).to_have_url(re.compile(r"[?&]head=head\+3(&|$)"))
+    expect(page).to_have_url(re.compile(rf"[?&]layer={layer}(&|$)"))
 
     open_app(fresh, app_url, page.url.removeprefix(app_url + "/"))
-    expect_heads_view(fresh, 1, 3)
+    expect_heads_view(fresh, layer, 3)
     expect(fresh.get_by_label("Focus token (query)")).to_have_value("animal")
+
+
+def test_open_head_picker_survives_a_share(page: Page, fresh: Page, app_url: str) -> None:
+    """The "Open head" picker lives in a fragment; its link must name the layer too (see the test above)."""
+    open_app(page, app_url, "?view=Heads")
+    layer = int(page.get_by_label("Layer").input_value())
+    page.get_by_label("Open head").click()
+    page.get_by_role("option", name="head 7", exact=True).click()
+    wait_for_run(page)
+    expect_heads_view(page, layer, 7)
+    expect(page).to_have_url(re.compile(rf"[?&]layer={layer}(&|$)"))
+
+    open_app(fresh, app_url, page.url.removeprefix(app_url + "/"))
+    expect_heads_view(fresh, layer, 7)
 
 
 def test_overview_click_survives_a_share(page: Page, fresh: Page, app_url: str) -> None:
