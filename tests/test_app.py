@@ -475,11 +475,13 @@ def test_roles_map_click_opens_the_head(monkeypatch) -> None:
     state = {
         "roles_map": SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": {"0": 4, "1": 7, "2": 0.5}}]))
     }
-    fake = SimpleNamespace(session_state=state)
+    link: dict[str, str] = {}
+    fake = SimpleNamespace(session_state=state, query_params=link)
     monkeypatch.setattr(context, "st", fake)
     monkeypatch.setattr(roles, "st", fake)
     roles._on_cell_click()
     assert (state["layer"], state["head"], state["view"]) == (4, 7, "Heads")
+    assert link == {"layer": "4", "head": "head 7", "view": "Heads"}  # the link opens it too
 
 
 def test_induction_tab_in_the_app() -> None:

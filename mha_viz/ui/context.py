@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from mha_viz.config import PART_NAMES, Config
 from mha_viz.trace import AttentionTrace
@@ -103,13 +105,51 @@ _URL_LABELS: dict[str, Callable[[object], str]] = {
     "head": lambda i: f"head {i}",
     "step_head": lambda j: f"head {j}",
     "lesson_head": lambda j: f"head {j}",
+    "circ_head": lambda j: f"head {j}",
+    "scale_head": lambda j: f"head {j}",
+    "ablate": lambda j: f"head {j}",
 }
 
 
-def valid_choice(key: str, options: list, default) -> None:
+def set_linked(**values: object) -> None:
+    """Set URL-bound widgets' values from a callback (a click), in the session and in the link.
+
+    Streamlit writes a programmatic value into the URL itself only when the widget was drawn in the run before;
+    a widget of another tab (the Heads tab's "Open head" after a click in Overview) would open with the value
+    but leave it out of the link. So the link gets it here; a parameter whose widget is drawn (bound) may not
+    be written directly, and Streamlit keeps that one in step. A head goes with its layer: a link that names a
+    head but no layer opens layer 0 (sidebar.layer_control), while the layer first shown (the found head's)
+    is not in the link until it is set."""
+    if "head" in values and "layer" not in values and "layer" in st.session_state:
+        values = {"layer": st.session_state["layer"], **values}
+    for key, value in values.items():
+        st.session_state[key] = value
+        with contextlib.suppress(StreamlitAPIException):  # bound to a drawn widget: Streamlit writes that one
+            st.query_params[key] = _URL_LABELS.get(key, str)(value)
+
+
+def keep_layer() -> None:
+    """An on_change for the Heads tab's "Open head" picker: the link gets the layer along with the head (see
+    set_linked). The picker is in a fragment, whose rerun does not draw the sidebar's layer picker (and so
+    does not write its value into the link): while the link has no layer, the whole page reruns."""
+    layer = st.session_state.get("layer")
+    if layer and "layer" not in st.query_params:
+        set_linked(layer=layer)
+        st.rerun()
+
+
+def open_head(layer: int, head: int, view: str | None = "Heads") -> None:
+    """Open a head in the Heads tab (or, with ``view`` None, only choose the layer and head), link included."""
+    values: dict[str, object] = {"layer": int(layer), "head": int(head)}
+    if view is not None:
+        values["view"] = view
+    set_linked(**values)
+
+
+def valid_choice(key: str, options: list, default, label: Callable[[object], str] | None = None) -> None:
     """Reset a keyed widget's stored value when it is not among the current options. A value the URL will
-    give the widget is checked against the options' labels: one that is not among them is reported at the
-    top of the page (and the widget shows ``default``)."""
+    give the widget is checked against the options' labels (``label``, or how _URL_LABELS shows them): one that
+    is not among them is reported at the top of the page (and the widget shows ``default``)."""
     if key in st.session_state:
         if st.session_state[key] not in options:
             st.session_state[key] = default
@@ -118,12 +158,33 @@ def valid_choice(key: str, options: list, default) -> None:
     if value is None:
         st.session_state[key] = default
         return
-    label = _URL_LABELS.get(key, str)
+    label = label or _URL_LABELS.get(key, str)
     labels = [label(o) for o in options]
     if value not in labels:
         what = "this text's tokens are" if all(isinstance(o, str) for o in options) else "the choices are"
         note_ignored(key, value, f"{what} {summarize(labels)}; showing {label(default)}")
         st.session_state[key] = default
+
+
+def valid_choices(key: str, options: list, default: list) -> None:  # default: the multiselect's own
+    """valid_choice for a multiselect: stored values that are no longer options are dropped; the link's values
+    (the parameter repeated, one per choice) that are not options are reported (Streamlit drops them itself, and
+    shows ``default`` when none is left)."""
+    if key in st.session_state:
+        kept = [o for o in st.session_state[key] if o in options]
+        if kept != st.session_state[key]:  # (only then: the widget's own default stays its default)
+            st.session_state[key] = kept
+        return
+    if url_value(key) is None:
+        return
+    label = _URL_LABELS.get(key, str)
+    labels = [label(o) for o in options]
+    given = [v for v in st.query_params.get_all(key) if v != ""]  # "ablate=" alone: none chosen
+    bad = [v for v in given if v not in labels]
+    if bad:
+        good = [v for v in given if v in labels] or [label(o) for o in default]
+        why = f"the choices are {summarize(labels)}; showing {', '.join(good) or 'none'}"
+        note_ignored(key, ", ".join(bad), why, drop=False)  # Streamlit drops them from the link
 
 
 def clicked_points(chart_key: str) -> list[tuple[dict, list]]:
@@ -155,11 +216,14 @@ def map_click(chart_key: str, show: Callable[[int, int], None]) -> Callable[[], 
 
 
 def forget(keys: tuple[str, ...]) -> None:
-    """Drop widget values from the session and the URL (so a view falls back to its defaults)."""
+    """Let choice widgets fall back to their defaults (from a callback): each value becomes None, which no
+    option is, so the view's valid_choice puts its default back before the widget is drawn, and Streamlit
+    follows in the URL. A parameter bound to a drawn widget cannot be deleted directly (Streamlit raises)."""
     for key in keys:
-        st.session_state.pop(key, None)
+        st.session_state[key] = None
         if key in st.query_params:
-            del st.query_params[key]
+            with contextlib.suppress(StreamlitAPIException):  # bound: the widget's new value updates it
+                del st.query_params[key]
 
 
 def needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:

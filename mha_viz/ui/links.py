@@ -70,6 +70,19 @@ def check_int(key: str, lo: int, hi: int, used: int) -> None:
         note_ignored(key, value, f"must be a whole number from {lo} to {hi}; showing {used}")
 
 
+def check_float(key: str, lo: float, hi: float, used: float) -> None:
+    """A slider's link value must be a number from lo to hi."""
+    value = url_value(key)
+    if value is None:
+        return
+    try:
+        ok = lo <= float(value) <= hi  # NaN compares False
+    except ValueError:
+        ok = False
+    if not ok:
+        note_ignored(key, value, f"must be a number from {lo:g} to {hi:g}; showing {used:g}")
+
+
 def check_bool(key: str, used: bool) -> None:
     value = url_value(key)
     if value is not None and value.lower() not in ("true", "false"):

@@ -9,7 +9,7 @@ from mha_viz import circuits
 from mha_viz.figures import spectra
 from mha_viz.ui.cache import get_copying_map, get_head_weights, get_token_pairs
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, set_linked, valid_choice
 
 CIRCUITS_TEXT = (
     "Head h scores query x_i against key x_j by x_i·W_Q^h·(x_j·W_K^h)ᵀ, so **W_Q^h·W_K^hᵀ** (the *QK circuit*, "
@@ -24,7 +24,7 @@ CIRCUITS_TEXT = (
 def _open_from_map() -> None:
     for _, custom in clicked_points("copy_map"):  # customdata (layer, head, value)
         if len(custom) >= 2:
-            st.session_state.update(layer=int(custom[0]), circ_head=int(custom[1]))
+            set_linked(layer=int(custom[0]), circ_head=int(custom[1]))
             return
 
 

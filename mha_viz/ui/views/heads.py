@@ -13,7 +13,7 @@ from mha_viz.figures.common import plural
 from mha_viz.roles import head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, clicked_points, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, keep_layer, set_linked, valid_choice
 from mha_viz.ui.found import found_head
 from mha_viz.ui.sink import sink_panel
 
@@ -21,8 +21,7 @@ from mha_viz.ui.sink import sink_panel
 def _on_grid_click() -> None:
     for p, custom in clicked_points("heads_grid"):  # customdata (weight, head); y is the query token
         if len(custom) == 2:
-            st.session_state["head"] = int(custom[1])
-            st.session_state["focus"] = html.unescape(str(p.get("y", "")))
+            set_linked(head=int(custom[1]), focus=html.unescape(str(p.get("y", ""))))
             return
 
 
@@ -89,8 +88,9 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     left, right = st.columns(2)
     valid_choice("head", list(range(h)), found.head if found and found.layer == ctx.layer else 0)
     head = int(
-        left.selectbox("Open head", list(range(h)), format_func=lambda i: f"head {i}", key="head", bind="query-params")
-    )
+        left.selectbox("Open head", list(range(h)), format_func=lambda i: f"head {i}", key="head", bind="query-params",
+                       on_change=keep_layer)
+    )  # fmt: skip
     default_focus = (
         found.query if found and found.query in sh.labels  # the found head's query ("it", or "it (416)")
         else "it" if "it" in sh.labels else sh.labels[min(1, n - 1)]

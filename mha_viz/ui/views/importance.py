@@ -11,7 +11,7 @@ from mha_viz import importance
 from mha_viz.figures import pruning_figure
 from mha_viz.ui.cache import get_curve, get_importance, has_importance, model_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
 from mha_viz.ui.sidebar import EXAMPLES
 
 AUTO_HEADS = 100  # scans of models with at most this many heads start by themselves (MiniLM: 72, ~0.5 s)
@@ -21,7 +21,7 @@ TEXT_SETS = {"this text": "this text", "set": "this text and the example sentenc
 def _open_head() -> None:
     for _, custom in clicked_points("imp_map"):  # customdata (layer, head, value)
         if len(custom) >= 2:
-            st.session_state.update(layer=int(custom[0]), head=int(custom[1]), view="Heads")
+            open_head(int(custom[0]), int(custom[1]))
             return
 
 

@@ -12,7 +12,7 @@ from mha_viz.figures import induction_map, loss_lines
 from mha_viz.induction import MAX_SEED, MIN_LENGTH, InductionRun, is_decoder, max_length, run_induction
 from mha_viz.ui.cache import get_model, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points
+from mha_viz.ui.context import Ctx, clicked_points, open_head
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.sidebar import check_int
 
@@ -27,7 +27,7 @@ def get_induction(model_name: str, device: str, length: int, seed: int) -> Induc
 
 
 def _open_head(layer: int, head: int) -> None:
-    st.session_state.update(layer=layer, head=head, view="Heads")
+    open_head(layer, head)
 
 
 def _on_cell_click() -> None:

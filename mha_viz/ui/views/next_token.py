@@ -10,7 +10,7 @@ from mha_viz.figures import logit_lens, matrix_heatmap
 from mha_viz.logits import Readout
 from mha_viz.ui.cache import get_model, get_recording, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx, open_head, valid_choice
 from mha_viz.ui.memo import sized_cache
 
 LENS_MAX_TOKENS = 64  # the lens heatmap shows at most this many positions (the last ones)
@@ -24,7 +24,7 @@ def get_readout(model_name: str, device: str, text: str, position: int | None) -
 
 
 def _open_head(layer: int, head: int) -> None:
-    st.session_state.update(layer=layer, head=head, view="Heads")
+    open_head(layer, head)
 
 
 def next_token_view(ctx: Ctx) -> None:
@@ -37,7 +37,7 @@ def next_token_view(ctx: Ctx) -> None:
     ctx.hiding_not_applied("every position of the residual stream is read as it is.")
     labels = list(ctx.base.tokens.labels)
     valid_choice("nt_pos", labels, labels[-1])
-    chosen = st.selectbox("Predict the token after", labels, key="nt_pos")
+    chosen = st.selectbox("Predict the token after", labels, key="nt_pos", bind="query-params")
     pos = labels.index(chosen)
     r = get_readout(ctx.config.model_name, ctx.config.model_device, ctx.c.text, pos)
 
@@ -64,11 +64,9 @@ def next_token_view(ctx: Ctx) -> None:
 
     st.markdown("**Direct logit attribution**: each head's share of the next-token logit")
     options = list(range(len(r.top_ids)))
-    valid_choice("dla_token", options, 0)
-    t = st.selectbox(
-        "Target token", options, key="dla_token",
-        format_func=lambda i: f"{r.top_labels[i]} (p = {r.top_probs[i]:.3f})",
-    )  # fmt: skip
+    names = [f"{r.top_labels[i]} (p = {r.top_probs[i]:.3f})" for i in options]  # how the link names them
+    valid_choice("dla_token", options, 0, label=names.__getitem__)
+    t = st.selectbox("Target token", options, key="dla_token", format_func=names.__getitem__, bind="query-params")
     heads = r.heads[t]  # [L, H]
     H = heads.shape[1]
     title = f"Direct logit attribution to “{r.target_labels[t]}” after “{labels[pos]}”"

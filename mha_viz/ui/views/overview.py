@@ -8,15 +8,13 @@ import streamlit as st
 from mha_viz.figures import overview
 from mha_viz.figures.common import plural
 from mha_viz.ui.common import downloads, plot, shown
-from mha_viz.ui.context import Ctx, clicked_points
+from mha_viz.ui.context import Ctx, clicked_points, open_head
 
 
 def _on_tile_click() -> None:
     for _, custom in clicked_points("overview_fig"):  # customdata (layer, head)
         if len(custom) == 2:
-            st.session_state["layer"] = int(custom[0])
-            st.session_state["head"] = int(custom[1])
-            st.session_state["view"] = "Heads"
+            open_head(int(custom[0]), int(custom[1]))
             return
 
 

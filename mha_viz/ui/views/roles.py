@@ -10,7 +10,7 @@ from mha_viz.figures import roles_map
 from mha_viz.roles import ROLE_RULES, SCORE_KEYS
 from mha_viz.ui.cache import get_roles
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
 
 ROLE_COLUMNS = ("layer", "head", "label", *SCORE_KEYS)
 
@@ -18,7 +18,7 @@ ROLE_COLUMNS = ("layer", "head", "label", *SCORE_KEYS)
 def _on_cell_click() -> None:
     for _, custom in clicked_points("roles_map"):  # customdata (layer, head, scores...)
         if len(custom) >= 2:
-            st.session_state.update(layer=int(custom[0]), head=int(custom[1]), view="Heads")
+            open_head(int(custom[0]), int(custom[1]))
             return
 
 

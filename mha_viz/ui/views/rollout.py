@@ -9,6 +9,7 @@ from mha_viz.analysis import rollout
 from mha_viz.figures import matrix_heatmap
 from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx, needs_pretrained
+from mha_viz.ui.links import check_int
 
 
 def rollout_view(ctx: Ctx) -> None:
@@ -20,7 +21,11 @@ def rollout_view(ctx: Ctx) -> None:
     roll = rollout(p)  # [L, n, n]
     labels = ctx.base.tokens.labels
     L = roll.shape[0]
-    upto = st.slider("Up to layer", 0, L - 1, L - 1, key="rollout_layer") if L > 1 else 0
+    if L > 1:
+        check_int("rollout_layer", 0, L - 1, L - 1)
+        if st.session_state.get("rollout_layer", 0) > L - 1:  # left from a model with more layers
+            st.session_state["rollout_layer"] = L - 1
+    upto = st.slider("Up to layer", 0, L - 1, L - 1, key="rollout_layer", bind="query-params") if L > 1 else 0
     st.caption(
         "Attention rollout (Abnar & Zuidema 2020): per layer, average the heads, add the residual connection as "
         "an identity (Â = 0.5·A + 0.5·I, rows renormalised), and multiply the layers: rollout = Â_l · … · Â_0. "

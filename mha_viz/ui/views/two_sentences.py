@@ -20,8 +20,8 @@ from mha_viz.referents import (
 )
 from mha_viz.ui.cache import tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, valid_choice
-from mha_viz.ui.sidebar import plain
+from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, set_linked, valid_choice
+from mha_viz.ui.sidebar import check_text, plain
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
 LAST = "the last token (each sentence's own)"
@@ -56,7 +56,7 @@ def _listing(words: list[str], most: int = 12) -> str:
 
 
 def _show(layer: int, head: int) -> None:
-    st.session_state.update(two_layer=layer, two_head=head)
+    set_linked(two_layer=layer, two_head=head)
 
 
 _on_map_click = map_click("two_moved", _show)
@@ -73,10 +73,13 @@ def _sentences(ctx: Ctx) -> str:
     )
     diff = differing_words(ctx.c.text, text_b)
     a, b, c = st.columns([2, 2, 1])
+    check_text("two_old", 100)
+    check_text("two_new", 100)
     st.session_state.setdefault("two_old", diff[0] if diff else "")
     st.session_state.setdefault("two_new", diff[1] if diff else "")
-    a.text_input("Replace the word", key="two_old", max_chars=100, help="a word of the first (sidebar) sentence")
-    b.text_input("with", key="two_new", max_chars=100)
+    a.text_input("Replace the word", key="two_old", max_chars=100, help="a word of the first (sidebar) sentence",
+                 bind="query-params")  # fmt: skip
+    b.text_input("with", key="two_new", max_chars=100, bind="query-params")
     c.button("Make the second sentence", key="two_build", on_click=_build)
     note = st.session_state.pop(NOTE, None)
     if note:

@@ -9,17 +9,17 @@ import streamlit as st
 from mha_viz.figures import matrix_heatmap
 from mha_viz.referents import default_pair, focus_head
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, valid_choice
+from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, open_head, set_linked, valid_choice
 
 SHOWN = ("where_layer", "where_head")
 
 
 def _open_head(layer: int, head: int) -> None:
-    st.session_state.update(layer=layer, head=head, view="Heads")
+    open_head(layer, head)
 
 
 def _show_head(layer: int, head: int) -> None:
-    st.session_state.update(where_layer=layer, where_head=head)
+    set_linked(where_layer=layer, where_head=head)
 
 
 _on_map_click = map_click("where_map", _show_head)

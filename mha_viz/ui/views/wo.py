@@ -11,7 +11,8 @@ from mha_viz.claims import identity_blocker
 from mha_viz.figures import matrix_heatmap, token_bars, wo_heatmap
 from mha_viz.ui.cache import get_identity_pair
 from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx, valid_choice, valid_choices
+from mha_viz.ui.links import check_float, check_int
 from mha_viz.ui.views.lesson import show_equivalence, wo_words
 
 WO_MODES = {
@@ -20,6 +21,7 @@ WO_MODES = {
     "ablate": "ablate heads",
     "scale": "scale a head",
 }  # each compared with this layer's own W^O (learned only for a trained model)
+MAX_WO_SEED = 2**31 - 1
 
 
 def _wo_edits(h: int) -> dict:
@@ -30,20 +32,27 @@ def _wo_edits(h: int) -> dict:
     if mode == "identity":
         return {"wo": "identity"}
     if mode == "random":
-        return {"wo": "random", "wo_seed": int(st.number_input("Seed", 0, 2**31 - 1, 0, key="wo_seed"))}
+        check_int("wo_seed", 0, MAX_WO_SEED, 0)
+        seed = st.number_input("Seed", 0, MAX_WO_SEED, 0, key="wo_seed", bind="query-params")
+        return {"wo": "random", "wo_seed": int(seed)}
     if mode == "ablate":
+        valid_choices("ablate", list(range(h)), [0])
         chosen = st.multiselect(
             "Heads to ablate (their W^O block is zeroed)",
             list(range(h)),
             default=[0],
             key="ablate",
+            bind="query-params",
             format_func=lambda i: f"head {i}",
         )
         return {"ablate": tuple(int(i) for i in chosen)}
     c1, c2 = st.columns(2)
     valid_choice("scale_head", list(range(h)), 0)
-    head = c1.selectbox("Head", list(range(h)), key="scale_head", format_func=lambda i: f"head {i}")
-    factor = c2.slider("Factor", 0.0, 3.0, 2.0, 0.1, key="scale_factor")
+    check_float("scale_factor", 0.0, 3.0, 2.0)
+    head = c1.selectbox(
+        "Head", list(range(h)), key="scale_head", format_func=lambda i: f"head {i}", bind="query-params"
+    )
+    factor = c2.slider("Factor", 0.0, 3.0, 2.0, 0.1, key="scale_factor", bind="query-params")
     return {"head_scale": ((int(head), float(factor)),)}
 
 
