@@ -204,11 +204,13 @@ def test_map_click_opens_the_head(monkeypatch) -> None:
     state = {
         "ind_map": SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": {"0": 17, "1": 3, "2": 0.8}}]))
     }
-    fake = SimpleNamespace(session_state=state)
+    link: dict = {}
+    fake = SimpleNamespace(session_state=state, query_params=link)
     monkeypatch.setattr(context, "st", fake)
     monkeypatch.setattr(view, "st", fake)
     view._on_cell_click()
     assert (state["layer"], state["head"], state["view"]) == (17, 3, "Heads")
+    assert (link["layer"], link["head"]) == ("17", "head 3")  # the link follows the click
 
 
 def test_cli_length_over_the_token_limit_and_the_request_budget(llama_dir: str, tmp_path, capsys, monkeypatch) -> None:

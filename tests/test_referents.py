@@ -290,8 +290,10 @@ def test_map_click_opens_the_head_in_place(module: str, chart: str, keys: tuple[
     view = importlib.import_module(f"mha_viz.ui.views.{module}")
     points = [{"customdata": {"0": 4, "1": 7, "2": 0.5}}]
     state = {chart: SimpleNamespace(selection=SimpleNamespace(points=points))}
-    fake = SimpleNamespace(session_state=state)
+    link: dict = {}
+    fake = SimpleNamespace(session_state=state, query_params=link)
     monkeypatch.setattr(context, "st", fake)
     monkeypatch.setattr(view, "st", fake)
     view._on_map_click()
     assert (state[keys[0]], state[keys[1]]) == (4, 7) and "view" not in state
+    assert keys[0] in link and keys[1] in link  # the link follows the click
