@@ -107,3 +107,22 @@ def test_masks_tab_empty_second_sentence_is_a_message(minilm) -> None:
     at = run_app(view="Masks", pad_text="   ")
     assert not at.exception
     assert any("empty" in e.value for e in at.error)
+
+
+def test_long_first_text_shows_the_short_block_and_a_few_pads(minilm) -> None:
+    """A long first text pads the short sentence to its length: the figure keeps the real block and 8 pads."""
+    from mha_viz.ui.views.masks import SHOWN_PADS
+
+    long_text = " ".join([SENTENCE + "."] * 10)
+    at = run_app(view="Masks", text=long_text, layer="0", pad_head="2")
+    assert_clean(at)
+    padded = specs(at)[0]
+    n = len(encode(minilm, long_text)[0].ids)
+    pb = padded_batch(minilm, long_text, "The animal was tired", 0)
+    real = pb.lengths[pb.shorter]
+    m = real + SHOWN_PADS
+    assert f"[{n} × {n}, first {m} of {n} positions]" in padded["layout"]["title"]["text"]
+    z = array(heatmaps(padded)[0]["z"])
+    assert z.shape == (m, m)
+    np.testing.assert_allclose(z, pb.pattern[pb.shorter, 2].numpy()[:m, :m], atol=1e-6)
+    assert any(f"{m - real} of the {n - real} padding positions" in c.value for c in at.caption)

@@ -16,6 +16,7 @@ from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.sidebar import MAX_TEXT_CHARS, check_text
 
 PAD_TEXT = "The animal was tired"
+SHOWN_PADS = 8  # padding positions drawn after the shorter sentence's real tokens
 
 
 @sized_cache(max_entries=8, max_mb=64)
@@ -51,9 +52,16 @@ def masks_view(ctx: Ctx) -> None:
     )
     left, right = st.columns(2)
     with left:
-        title = f"Padded batch, sentence {row + 1}, {ctx.where}, head {i}   [{n} × {n}]"
-        fig = padded_pattern(pb.pattern[row, i].numpy(), pb.labels[row], real, title)
+        m = n if n <= real + 2 * SHOWN_PADS else real + SHOWN_PADS  # much padding: its block and a few pads
+        cut = f", first {m} of {n} positions" if m < n else ""
+        title = f"Padded batch, sentence {row + 1}, {ctx.where}, head {i}   [{n} × {n}{cut}]"
+        fig = padded_pattern(pb.pattern[row, i].numpy()[:m, :m], pb.labels[row][:m], real, title)
         plot(fig, "mask_padded", ctx.c.image_format)
+        if m < n:
+            st.caption(
+                f"Shown: the {real} real tokens and {m - real} of the {n - real} padding positions; the others are "
+                "the same (zero weight as keys, unused as queries). The metrics below cover every position."
+            )
         if real == n:
             st.caption("Both sentences have the same length: nothing is padded. Change the second sentence.")
         a, b = st.columns(2)
