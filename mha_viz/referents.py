@@ -41,15 +41,19 @@ def word(label: str) -> str:
 
 
 def default_pair(labels: Sequence[str]) -> tuple[int, int] | None:
-    """(query, key) indices the app looks at first: "it" → "animal" when the text has both.
+    """(query, key) indices the app looks at first: "it" → "animal" when the text has both (for a repeated text,
+    the last "it" and the nearest "animal" before it).
 
     Otherwise: the query is the last pronoun (it, he, she, they, him, her, them, its, his, their) and the key
     the word right after the first article (the, a, an) before it, e.g. "She gave him the book because he had
     asked for it" → ("it", "book"). None when the text has no pronoun or no article before it.
     """
     words = [word(label) for label in labels]
-    if "it" in labels and "animal" in labels:
-        return list(labels).index("it"), list(labels).index("animal")
+    its = [i for i, w in enumerate(words) if w == "it"]
+    if its and "animal" in words:  # repeated text: the last "it" and the nearest "animal" before it
+        q = its[-1]
+        before = [i for i in range(q) if words[i] == "animal"]
+        return q, before[-1] if before else words.index("animal")
     pronouns = [i for i, w in enumerate(words) if w in PRONOUNS]
     if not pronouns:
         return None
@@ -158,6 +162,16 @@ def replace_word(text: str, old: str, new: str) -> str | None:
             parts[n] = new
             return "".join(parts)
     return None
+
+
+def second_sentence(text: str, fallback: str) -> str:
+    """The default second sentence: ``text`` with its last "tired" made "wide" (or "wide" made "tired"), so the
+    two differ in one word whatever the first sentence is; ``fallback`` when it has neither word."""
+    for old, new in (("tired", "wide"), ("tired.", "wide."), ("wide", "tired"), ("wide.", "tired.")):
+        out = replace_word(text, old, new)
+        if out is not None:
+            return out
+    return fallback
 
 
 def default_candidates(labels: Sequence[str]) -> tuple[int, int] | None:

@@ -16,6 +16,7 @@ from mha_viz.referents import (
     rank_heads,
     referent_shift,
     replace_word,
+    second_sentence,
     shared_weights,
 )
 from mha_viz.ui.cache import tokens_of
@@ -69,7 +70,11 @@ def _forget_shown() -> None:
 
 def _sentences(ctx: Ctx) -> str:
     text_b = st.text_input(
-        "Second sentence (press Enter)", SECOND_TEXT, key="text_b", bind="query-params", max_chars=5000
+        "Second sentence (press Enter)",
+        second_sentence(ctx.c.text, SECOND_TEXT),
+        key="text_b",
+        bind="query-params",
+        max_chars=5000,
     )
     diff = differing_words(ctx.c.text, text_b)
     a, b, c = st.columns([2, 2, 1])
