@@ -13,14 +13,20 @@ from tests.test_app import assert_clean, run_app
 LABEL = "Download this view (.html)"
 
 
-def test_plot_records_figures_only_inside_a_view_run():
-    a, b = matrix_heatmap([[0.5, 0.5]]), matrix_heatmap([[1.0, 0.0]])
-    plot(a, "before", "png")  # outside a recording: drawn, not kept anywhere
+def test_plot_records_the_view_runs_figures_and_a_fragments_rerun_replaces_them():
+    import streamlit as st
+
+    from mha_viz.ui.common import DRAWN_KEY
+
+    st.session_state.pop(DRAWN_KEY, None)
+    a, b, c = matrix_heatmap([[0.5, 0.5]]), matrix_heatmap([[1.0, 0.0]]), matrix_heatmap([[0.2, 0.8]])
+    plot(a, "before", "png")  # no view has run: drawn, not kept anywhere
     with recording_figures() as drawn:
         plot(a, "one", "png")
         plot(b.to_plotly_json(), "two", "svg")
-    plot(b, "after", "png")
-    assert len(drawn) == 2 and drawn[0] is a and drawn[1]["data"][0]["z"] is not None
+    assert list(drawn) == ["one", "two"] and drawn["one"] is a and drawn["two"]["data"][0]["z"] is not None
+    plot(c, "one", "png")  # a fragment's rerun (outside the view run) redraws chart "one": the page follows
+    assert list(drawn) == ["one", "two"] and drawn["one"] is c
 
 
 @pytest.mark.parametrize("view", ["Heads", "Step by step", "Overview"])

@@ -72,13 +72,16 @@ def cached_figure(builder: str, *args: object) -> dict:
 
 
 FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {"heads_grid": heads_grid, "focus_bars": focus_bars}
-_DRAWN: ContextVar[list | None] = ContextVar("mha_viz_drawn", default=None)  # figures plot() drew in this view run
+_DRAWN: ContextVar[dict | None] = ContextVar("mha_viz_drawn", default=None)  # figures plot() drew in this view run
+DRAWN_KEY = "_mha_viz_drawn"  # the same dict in the session: a fragment's rerun (outside the view run) updates it
 
 
 @contextmanager
-def recording_figures() -> Iterator[list[go.Figure | dict]]:
-    """Collect every figure plot() draws inside the block (for the view's HTML download)."""
-    drawn: list[go.Figure | dict] = []
+def recording_figures() -> Iterator[dict[str, go.Figure | dict]]:
+    """Collect every figure plot() draws inside the block, by chart key (for the view's HTML download). A later
+    fragment rerun of part of the view replaces its figures in the same dict, so the download stays current."""
+    drawn: dict[str, go.Figure | dict] = {}
+    st.session_state[DRAWN_KEY] = drawn
     token = _DRAWN.set(drawn)
     try:
         yield drawn
@@ -93,8 +96,11 @@ def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable
         "toImageButtonOptions": {"format": image_format, "filename": f"mha-viz-{key}", "scale": 2},
     }
     kwargs = {"on_select": _never_raises(on_select), "selection_mode": "points"} if callable(on_select) else {}
-    if (drawn := _DRAWN.get()) is not None:
-        drawn.append(fig)
+    drawn = _DRAWN.get()
+    if drawn is None:  # a fragment's rerun: the view's dict from its last full run
+        drawn = st.session_state.get(DRAWN_KEY)
+    if drawn is not None:
+        drawn[key] = fig
     return st.plotly_chart(fig, key=key, config=config, width="stretch", **kwargs)
 
 

@@ -32,8 +32,9 @@ def view_settings(name: str, ctx: Ctx) -> dict[str, str]:
     return out
 
 
-def html_button(name: str, ctx: Ctx, figures: list[go.Figure | dict]) -> None:
-    """A download button for the figures the view drew (nothing when it drew none); the page is built on click."""
+def html_button(name: str, ctx: Ctx, figures: dict[str, go.Figure | dict]) -> None:
+    """A download button for the figures the view drew, by chart key (nothing when it drew none); the page is
+    built on click, from the dict as it is then (a fragment's rerun may have replaced some figures)."""
     if not figures:
         return
     settings = view_settings(name, ctx)
@@ -41,7 +42,7 @@ def html_button(name: str, ctx: Ctx, figures: list[go.Figure | dict]) -> None:
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "view"
     st.download_button(
         "Download this view (.html)",
-        lambda: page(list(figures), f"mha-viz · {name}", settings, text).encode("utf-8"),
+        lambda: page(list(figures.values()), f"mha-viz · {name}", settings, text).encode("utf-8"),
         file_name=f"mha-viz-{slug}.html",
         mime="text/html",
         key=f"dl-html-{slug}",
