@@ -7,7 +7,7 @@ reported ("Ignored from the link: layer=999 (...; showing layer 0)"), see mha_vi
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 
@@ -57,30 +57,27 @@ def check_choice(key: str, labels: Sequence[str], used: str, what: str = "") -> 
         note_ignored(key, value, f"{what or 'the choices are'} {summarize(labels)}; showing {used}")
 
 
-def check_int(key: str, lo: int, hi: int, used: int) -> None:
-    """A whole-number widget's link value must be a whole number from lo to hi."""
+def _check_number(key: str, parse: Callable[[str], float], lo: float, hi: float, says: str) -> None:
+    """A number widget's link value must parse and lie from lo to hi (NaN compares False), else ``says``."""
     value = url_value(key)
     if value is None:
         return
     try:
-        ok = lo <= int(value) <= hi
-    except ValueError:  # not a whole number, or thousands of digits
+        ok = lo <= parse(value) <= hi
+    except ValueError:  # not a number, or thousands of digits
         ok = False
     if not ok:
-        note_ignored(key, value, f"must be a whole number from {lo} to {hi}; showing {used}")
+        note_ignored(key, value, says)
+
+
+def check_int(key: str, lo: int, hi: int, used: int) -> None:
+    """A whole-number widget's link value must be a whole number from lo to hi."""
+    _check_number(key, int, lo, hi, f"must be a whole number from {lo} to {hi}; showing {used}")
 
 
 def check_float(key: str, lo: float, hi: float, used: float) -> None:
     """A slider's link value must be a number from lo to hi."""
-    value = url_value(key)
-    if value is None:
-        return
-    try:
-        ok = lo <= float(value) <= hi  # NaN compares False
-    except ValueError:
-        ok = False
-    if not ok:
-        note_ignored(key, value, f"must be a number from {lo:g} to {hi:g}; showing {used:g}")
+    _check_number(key, float, lo, hi, f"must be a number from {lo:g} to {hi:g}; showing {used:g}")
 
 
 def check_bool(key: str, used: bool) -> None:

@@ -188,8 +188,8 @@ def test_empty_text_shows_an_error_and_the_app_recovers(page: Page, app_url: str
     expect(tick(chart, "cat (2)")).to_have_count(4)
 
 
-def test_overview_click_opens_the_head(page: Page, app_url: str) -> None:
-    open_app(page, app_url, "?view=Overview")
+def click_overview_tile(page: Page, layer: int, head: int) -> None:
+    """Click the Overview tile of (layer, head) on the seed sentence and wait for the run it starts."""
     chart = first_chart(page)
     image = chart.locator("g.hm image")
     expect(image).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
@@ -199,11 +199,16 @@ def test_overview_click_opens_the_head(page: Page, app_url: str) -> None:
     n, gap, layers, heads = 15, 2, 6, 12  # the seed sentence: 15-token tiles, 2-cell gaps
     step = n + gap
     width, height = heads * step - gap, layers * step - gap  # cells across the canvas
-    layer, head = 3, 5
-    x = box["x"] + (head * step + n / 2) * box["width"] / width
-    y = box["y"] + (layer * step + n / 2) * box["height"] / height
-    page.mouse.click(x, y)
+    page.mouse.click(
+        box["x"] + (head * step + n / 2) * box["width"] / width,
+        box["y"] + (layer * step + n / 2) * box["height"] / height,
+    )
     wait_for_run(page)
+
+
+def test_overview_click_opens_the_head(page: Page, app_url: str) -> None:
+    open_app(page, app_url, "?view=Overview")
+    click_overview_tile(page, 3, 5)
     expect(page.get_by_role("tab", name="Heads", exact=True)).to_have_attribute("aria-selected", "true")
     expect(page.get_by_label("Layer")).to_have_value("3")
     expect(page.get_by_label("Open head")).to_have_value("head 5")

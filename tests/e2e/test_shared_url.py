@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from e2e.conftest import RENDER_TIMEOUT_MS, VIEWPORT, wait_for_run
-from e2e.test_browser import EXCEPTION, first_chart, heatmaps, open_app, open_tab
+from e2e.test_browser import EXCEPTION, click_overview_tile, first_chart, heatmaps, open_app, open_tab
 
 
 @pytest.fixture
@@ -42,23 +42,6 @@ def click_grid_cell(page: Page, subplot: str, q: int, k: int, n: int = 15) -> No
     box = chart.locator(f"g.subplot.{subplot} g.hm image").bounding_box()
     assert box is not None
     page.mouse.click(box["x"] + (k + 0.5) * box["width"] / n, box["y"] + (q + 0.5) * box["height"] / n)
-    wait_for_run(page)
-
-
-def click_overview_tile(page: Page, layer: int, head: int) -> None:
-    chart = first_chart(page)
-    image = chart.locator("g.hm image")
-    expect(image).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
-    chart.scroll_into_view_if_needed()
-    box = image.bounding_box()
-    assert box is not None
-    n, gap, layers, heads = 15, 2, 6, 12  # the seed sentence: 15-token tiles, 2-cell gaps
-    step = n + gap
-    width, height = heads * step - gap, layers * step - gap
-    page.mouse.click(
-        box["x"] + (head * step + n / 2) * box["width"] / width,
-        box["y"] + (layer * step + n / 2) * box["height"] / height,
-    )
     wait_for_run(page)
 
 

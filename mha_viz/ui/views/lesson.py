@@ -3,6 +3,8 @@ the two claims of the source articles checked live (see mha_viz.lesson for the c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from mha_viz.claims import Equivalence, identity_blocker
@@ -43,6 +45,20 @@ def panel_figure(p: Panel, height: int = 380):
         attention=p.kind == "weights",
         height=height,
     )
+
+
+def show_identity_claim(
+    ctx: Ctx, rows: tuple[str, ...], key: str, say: Callable[[str], object], hint: str = ""
+) -> None:
+    """Claim (b) as a picture: h = 1 with W^O = I against plain self-attention, or (via ``say``) why this layer
+    cannot show it."""
+    b = ctx.base
+    blocker = identity_blocker(b.plain, b.n_heads, b.n_kv_heads, b.d_head, b.d_model)
+    if blocker:
+        say(f"Not shown for this layer: {blocker}.{hint}")
+        return
+    one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    show_equivalence(one, rows, "h = 1 and W^O = I vs plain single-head self-attention", key, ctx.c.image_format)
 
 
 def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: str, image_format: str) -> None:
@@ -101,11 +117,4 @@ def _claims(ctx: Ctx) -> None:
         "**(b) One head with W^O = I is plain self-attention.** Re-split this layer's projections into a single "
         "head of width d_model and replace W^O by the identity: the result is softmax(X W_Q (X W_K)ᵀ / √d) X W_V."
     )
-    blocker = identity_blocker(b.plain, b.n_heads, b.n_kv_heads, b.d_head, b.d_model)
-    if blocker:
-        st.info(f"Not shown for this layer: {blocker}. The bundled MiniLM or own weights show it.")
-        return
-    one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
-    show_equivalence(
-        one, t.tokens, "h = 1 and W^O = I vs plain single-head self-attention", "lesson_eq_b", ctx.c.image_format
-    )
+    show_identity_claim(ctx, t.tokens, "lesson_eq_b", st.info, " The bundled MiniLM or own weights show it.")

@@ -7,13 +7,11 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import contribution_norms, output_change
-from mha_viz.claims import identity_blocker
 from mha_viz.figures import matrix_heatmap, token_bars, wo_heatmap
-from mha_viz.ui.cache import get_identity_pair
 from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice, valid_choices
 from mha_viz.ui.links import check_float, check_int
-from mha_viz.ui.views.lesson import show_equivalence, wo_words
+from mha_viz.ui.views.lesson import show_identity_claim, wo_words
 
 WO_MODES = {
     "identity": "identity (plain concat)",
@@ -116,13 +114,5 @@ def wo_view(ctx: Ctx) -> None:
         },
         csv_data=csv_bytes(["token", "relative_change", "cosine"], rows),
     )
-    b = ctx.base
     st.markdown("**One head and W^O = identity is plain single-head self-attention** (the check of the Lesson tab)")
-    blocker = identity_blocker(b.plain, b.n_heads, b.n_kv_heads, b.d_head, b.d_model)
-    if blocker:
-        st.caption(f"Not shown for this layer: {blocker}.")
-        return
-    one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
-    show_equivalence(
-        one, base.tokens, "h = 1 and W^O = I vs plain single-head self-attention", "wo_identity", ctx.c.image_format
-    )
+    show_identity_claim(ctx, base.tokens, "wo_identity", st.caption)
