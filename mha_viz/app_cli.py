@@ -23,6 +23,7 @@ STREAMLIT_OPTIONS: dict[str, str] = {
     "server.enableCORS": "true",
     "server.headless": "true",
     "server.fileWatcherType": "none",
+    "runner.postScriptGC": "false",
     "browser.gatherUsageStats": "false",
     "client.showErrorDetails": "none",
     "client.toolbarMode": "minimal",

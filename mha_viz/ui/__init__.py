@@ -31,6 +31,7 @@ from mha_viz.ui.sidebar import (
     show_ignored,
     sidebar,
 )
+from mha_viz.ui.timing import timed_run
 from mha_viz.ui.views import (
     ablation_view,
     compare_view,
@@ -119,6 +120,11 @@ def _context(c: Controls) -> Ctx | None:
 
 
 def main() -> None:
+    with timed_run("page"):
+        _main()
+
+
+def _main() -> None:
     st.set_page_config(page_title="mha-viz: multi-head attention", layout="wide")
     st.session_state[IGNORED] = {}  # link values this run could not use, shown once at the top
     try:

@@ -19,6 +19,7 @@ from mha_viz.figures import focus_bars, heads_grid, layer_head_values
 from mha_viz.norms import shown_pattern
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.timing import timed_plot
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable
         drawn = st.session_state.get(DRAWN_KEY)
     if drawn is not None:
         drawn[key] = fig
-    return st.plotly_chart(fig, key=key, config=config, width="stretch", **kwargs)
+    with timed_plot():
+        return st.plotly_chart(fig, key=key, config=config, width="stretch", **kwargs)
 
 
 def _never_raises(callback: Callable[[], None]) -> Callable[[], None]:

@@ -16,6 +16,7 @@ from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_n
 from mha_viz.ui.context import Ctx, clicked_points, keep_layer, set_linked, valid_choice
 from mha_viz.ui.found import found_head
 from mha_viz.ui.sink import sink_panel
+from mha_viz.ui.timing import timed_fragment
 
 
 def _on_grid_click() -> None:
@@ -81,6 +82,7 @@ def heads_view(ctx: Ctx) -> None:
 
 
 @st.fragment
+@timed_fragment
 def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     """The opened head and the focus token: a fragment, so changing them redraws only this part."""
     h, n = sh.pattern.shape[0], len(sh.labels)
