@@ -12,7 +12,7 @@ from mha_viz.ui import timing
 def test_each_run_appends_one_line(tmp_path, monkeypatch) -> None:
     path = tmp_path / "timings.jsonl"
     monkeypatch.setenv("MHA_VIZ_TIMINGS", str(path))
-    at = AppTest.from_file("app.py", default_timeout=180).run()
+    at = AppTest.from_file("../app.py", default_timeout=180).run()
     at.query_params["view"] = "Heads"
     at.run()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
