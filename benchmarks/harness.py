@@ -39,12 +39,12 @@ def healthy(url: str) -> bool:
 class App:
     """`streamlit run app.py` on a free loopback port, stopped on exit (a context manager)."""
 
-    def __init__(self, env: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, port: int | None = None, script: str = "app.py") -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = Path(tempfile.mkstemp(prefix="mha-viz-app-", suffix=".log")[1])
         cmd = [
-            sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+            sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
             "--server.port", str(self.port), "--server.address", "127.0.0.1",
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
         ]  # fmt: skip
@@ -112,3 +112,77 @@ FIRST_GRID_JS = """() => {
   const z = maps[0].z;
   return {n: maps.length, x: Array.from(maps[0].x), z: Array.from(z, row => Array.from(row))};
 }"""
+
+
+# Idle detection for "input to an idle page with the new figures drawn": a MutationObserver notes the last
+# change anywhere in the page; the page is idle once the script has run and finished, no element is stale
+# and nothing has changed for QUIET_MS. The time taken is the last change minus the input's time.
+QUIET_MS = 600
+WATCH_JS = """() => {
+  const w = window.__mv = {last: performance.now(), runs: 0, running: false, lt: []};
+  const app = document.querySelector("[data-testid='stApp']");
+  new MutationObserver(() => { w.last = performance.now(); })
+    .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  new MutationObserver(records => {  // every change of the script state means a run started or ended
+    w.runs += records.length;
+    w.running = app.getAttribute('data-test-script-state') === 'running';
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  new PerformanceObserver(l => { for (const e of l.getEntries()) w.lt.push([e.startTime, e.duration]); })
+    .observe({type: 'longtask'});
+}"""
+IDLE_JS = """(q) => { const w = window.__mv; const now = performance.now();
+  const st = document.querySelector("[data-testid='stApp']").getAttribute('data-test-script-state');
+  const stale = document.querySelectorAll("[data-stale='true']").length;
+  const ok = w.runs > 0 && !w.running && st === 'notRunning' && !stale && now - w.last > q;
+  return {ok: ok, runs: w.runs, last: w.last, lt: w.lt}; }"""
+
+
+def watch(page) -> None:
+    """Install the idle watcher in a loaded page (once per page)."""
+    page.evaluate(WATCH_JS)
+
+
+def timed(page, action, timeout_s: float = 120, optional: bool = False) -> tuple[float, float] | None:
+    """Run ``action()`` (a click, a choice) and wait for the page to be idle again.
+
+    Returns (seconds from the input to the last change drawn, seconds of main-thread long tasks meanwhile:
+    the browser's own work, mostly Plotly drawing). With ``optional``, an action that starts no script run
+    within 10 s (it chose the value already shown) returns None; otherwise that is an error."""
+    if hasattr(action, "prepare"):
+        action.prepare()
+    page.evaluate("() => { const w = window.__mv; w.runs = 0; w.lt = []; w.last = performance.now(); }")
+    t0 = page.evaluate("performance.now()")
+    action()
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while time.monotonic() < deadline:
+        r = page.evaluate(IDLE_JS, QUIET_MS)
+        if not r["runs"] and time.monotonic() - started > 10:
+            if optional:
+                return None
+            raise RuntimeError("the action started no script run (did it choose the value already shown?)")
+        if r["ok"]:
+            busy = sum(d for s, d in r["lt"] if s >= t0)
+            return (r["last"] - t0) / 1000, busy / 1000
+        time.sleep(0.03)
+    raise TimeoutError(f"the page was not idle within {timeout_s} s")
+
+
+class choose:  # used like a function: timed(page, choose(page, label, option))
+    """Pick ``option`` in the Streamlit selectbox labelled ``label``: opening the list is preparation (not
+    timed by timed()); the input is the click on the option."""
+
+    def __init__(self, page, label: str, option: str) -> None:
+        self.page, self.label, self.option = page, label, option
+
+    def prepare(self) -> None:
+        self.page.locator(f"input[aria-label='{self.label}']").first.click()
+        self.page.get_by_role("option", name=self.option, exact=True).first.wait_for(state="visible")
+        time.sleep(0.3)  # the list's opening animation
+
+    def __call__(self) -> None:
+        self.page.get_by_role("option", name=self.option, exact=True).first.click()
+
+
+def open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name, exact=True).click()

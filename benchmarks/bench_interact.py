@@ -1,0 +1,158 @@
+"""Every control change on the seed sentence, in Chromium: from the input to an idle page with the new figures drawn.
+
+Run:  python benchmarks/bench_interact.py [--reps 5]
+The real app (`streamlit run app.py`, bundled MiniLM, the seed sentence) in system Chromium. Each control is
+changed --reps times (alternating values, so every change is a real one) and the median is printed with the
+target (<= 0.5 s) and two ratios: against the target, and against the floor, a bare Streamlit page whose
+selectbox redraws one Plotly heatmap of the same size (benchmarks/floor_app.py), timed in the same run.
+Each line also breaks the time down: the server's own time for the reruns (MHA_VIZ_TIMINGS, mha_viz/ui/timing.py)
+and the part of it spent handing figures to Streamlit, the browser's main-thread long tasks (mostly Plotly
+drawing) and the bytes received over the websocket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import CHROMIUM, CHROMIUM_ARGS, DONE, App, check_chromium, choose, open_tab, timed, watch
+from playwright.sync_api import Page, sync_playwright
+
+TARGET_S = 0.5
+VIEWPORT = {"width": 1500, "height": 1200}
+
+
+class Meter:
+    """Websocket bytes and the server's timing lines, read around each timed action."""
+
+    def __init__(self, page: Page, timings: Path) -> None:
+        self.bytes, self.timings = 0, timings
+        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+
+    def _frame(self, payload: str | bytes) -> None:
+        self.bytes += len(payload)
+
+    def lines(self) -> list[dict]:
+        if not self.timings.exists():
+            return []
+        return [json.loads(x) for x in self.timings.read_text().splitlines() if x.strip()]
+
+    def measure(self, page: Page, action: Callable[[], None]) -> dict[str, float]:
+        before_bytes, before_lines = self.bytes, len(self.lines())
+        took, busy = timed(page, action)
+        time.sleep(0.05)  # the last timing line is written just after the run ends
+        runs = self.lines()[before_lines:]
+        return {
+            "s": took,
+            "busy": busy,
+            "server": sum(r["s"] for r in runs),
+            "plot": sum(r["plot_s"] for r in runs),
+            "kb": (self.bytes - before_bytes) / 1e3,
+        }
+
+
+def median_of(samples: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+
+
+def report(name: str, m: dict[str, float], floor: float) -> None:
+    verdict = "ok" if m["s"] <= TARGET_S else "MISSED"
+    print(
+        f"  {name:34s} {m['s']:5.2f} s  (target <= {TARGET_S} s: {verdict}; {m['s'] / TARGET_S:4.2f} × target, "
+        f"{m['s'] / floor:4.1f} × floor) | server {m['server']:.2f} s (figures {m['plot']:.2f} s), "
+        f"browser busy {m['busy']:.2f} s, {m['kb']:.0f} KB"
+    )
+
+
+def floor_change(browser, reps: int) -> float:
+    """Median seconds for the floor page's selectbox change (same machine, same run)."""
+    with App(script="benchmarks/floor_app.py") as app:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(app.url)
+        page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
+        page.wait_for_selector(DONE)
+        watch(page)
+        times = [timed(page, choose(page, "Layer", str(1 + i % 5)))[0] for i in range(reps)]
+        page.close()
+    return statistics.median(times)
+
+
+def controls(page: Page, meter: Meter, reps: int) -> dict[str, dict[str, float]]:
+    """Median of each control change; the controls sit in the tabs where users meet them."""
+    out = {}
+
+    def each(name: str, tab: str, action: Callable[[int], Callable[[], None]]) -> None:
+        if page.get_by_role("tab", name=tab, exact=True).get_attribute("aria-selected") != "true":
+            timed(page, lambda: open_tab(page, tab))
+        timed(page, action(0), optional=True)  # fills the caches this control uses (if it changed anything)
+        out[name] = median_of([meter.measure(page, action(i)) for i in range(1, reps + 1)])
+
+    layers = ["3", "1", "4", "2", "0", "5"]
+    each("layer (Heads)", "Heads", lambda i: choose(page, "Layer", layers[i % len(layers)]))
+    each("opened head (Heads)", "Heads", lambda i: choose(page, "Open head", f"head {(i % 2) * 7 + 1}"))
+    each("focus token (Heads)", "Heads", lambda i: choose(page, "Focus token (query)", ["animal", "it"][i % 2]))
+    each("head count (Head count)", "Head count", lambda i: choose(page, "Head count", ["6", "12"][i % 2]))
+    modes = ["random orthogonal", "identity (plain concat)"]
+    each("W^O mode (W^O)", "W^O", lambda i: lambda: page.get_by_text(modes[i % 2], exact=True).click())
+    return out
+
+
+def tabs(page: Page, meter: Meter, reps: int) -> dict[str, dict[str, float]]:
+    """Median time to switch to each tab (from the previous one), after a first visit that fills its caches."""
+    names = [t.inner_text().strip() for t in page.get_by_role("tab").all()]
+    for name in names:  # first visits: computed once per text, then cached
+        timed(page, lambda name=name: open_tab(page, name))
+    samples: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+    for _ in range(reps):
+        for name in names:
+            samples[name].append(meter.measure(page, lambda name=name: open_tab(page, name)))
+    return {n: median_of(s) for n, s in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5, help="changes per control (median)")
+    args = parser.parse_args()
+    check_chromium()
+    timings = Path(tempfile.mkstemp(prefix="mha-viz-timings-", suffix=".jsonl")[1])
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            floor = floor_change(browser, args.reps)
+            print(f"floor (bare Streamlit page, one 15 × 15 heatmap redrawn): {floor:.2f} s per change")
+            with App(env={"MHA_VIZ_TIMINGS": str(timings)}) as app:
+                page = browser.new_page(viewport=VIEWPORT)
+                meter = Meter(page, timings)
+                page.goto(app.url)
+                page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=120_000)
+                page.wait_for_selector(DONE)
+                watch(page)
+                print(f"Seed sentence, bundled MiniLM, medians of {args.reps} changes each:")
+                for name, m in controls(page, meter, args.reps).items():
+                    report(name, m, floor)
+                per_tab = tabs(page, meter, args.reps)
+                for name, m in per_tab.items():
+                    report(f"tab switch → {name}", m, floor)
+                all_tabs = sorted(m["s"] for m in per_tab.values())
+                worst = max(per_tab, key=lambda n: per_tab[n]["s"])
+                print(
+                    f"  tab switches: median {statistics.median(all_tabs):.2f} s over {len(all_tabs)} tabs, "
+                    f"slowest {worst} {per_tab[worst]['s']:.2f} s; "
+                    f"{sum(t <= TARGET_S for t in all_tabs)} of {len(all_tabs)} within {TARGET_S} s"
+                )
+        finally:
+            browser.close()
+            timings.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
