@@ -52,8 +52,9 @@ def cut_notice(cut: Cut, model_name: str, text: str | None = None) -> str:
         where += f" (after “…{tail[-40:]}”)" if tail else ""
     takes = "take" if model_name.endswith("tokens") else "takes"
     return (
-        f"The {cut.what} has {cut.total_tokens:,} {cut.unit}; {model_name} {takes} at most {cut.limit:,}, so it was cut "
-        f"{where}: the last {cut.dropped_tokens:,} {cut.unit} ({cut.dropped_chars:,} characters) are not analysed."
+        f"The {cut.what} has {cut.total_tokens:,} {cut.unit}; {model_name} {takes} at most {cut.limit:,}, "
+        f"so it was cut {where}: the last {cut.dropped_tokens:,} {cut.unit} "
+        f"({cut.dropped_chars:,} characters) are not analysed."
     )
 
 
