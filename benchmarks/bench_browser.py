@@ -59,7 +59,7 @@ def main() -> None:
             page2.goto(app.url)
             page2.wait_for_function(f"({FIRST_GRID_JS})() && ({FIRST_GRID_JS})().n === 12", timeout=120_000)
             page2.wait_for_selector(DONE)
-            box = page2.get_by_label("Text (Ctrl+Enter to apply)")
+            box = page2.get_by_label("Text (Ctrl+Enter to apply)", exact=True)
             box.fill(text)
             received["bytes"] = 0
             t0 = time.perf_counter()

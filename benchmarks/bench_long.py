@@ -107,7 +107,7 @@ class Session:
         return took, self.bytes / MB
 
     def submit(self, text: str) -> tuple[float, float]:
-        box = self.page.get_by_label(harness_label(self.page))
+        box = self.page.get_by_label(harness_label(self.page), exact=True)
         box.fill(text)
         enter = "Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter"
         return self.act(lambda: box.press(enter))
@@ -126,7 +126,7 @@ class Session:
 def harness_label(page: Page) -> str:
     """The sidebar text box's label: "Text (Ctrl+Enter to apply)" (a text area) or older "Text (press Enter)"."""
     for label in ("Text (Ctrl+Enter to apply)", "Text (press Enter)"):
-        if page.get_by_label(label).count():
+        if page.get_by_label(label, exact=True).count():
             return label
     raise RuntimeError("no sidebar text box found")
 

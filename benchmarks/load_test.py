@@ -61,7 +61,7 @@ async def user(i: int, browser, url: str, deadline: float, refs: dict, log: list
                 break
             text = sentence(i, rnd)
             labels, pattern = refs[text]
-            box = page.get_by_label("Text (Ctrl+Enter to apply)")
+            box = page.get_by_label("Text (Ctrl+Enter to apply)", exact=True)
             await box.fill(text)
             t0 = time.perf_counter()
             await box.press("Control+Enter")
