@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -96,3 +97,19 @@ def test_every_view_renders_at_limit_plus_100(view: str, minilm: LoadedModel) ->
     assert_clean(at)
     notices = [w.value for w in at.warning if "so it was cut" in w.value]
     assert len(notices) == 1 and "at most 512" in notices[0], [w.value for w in at.warning]
+
+
+def test_lesson_window_draws_the_opened_heads_exact_weights(minilm: LoadedModel) -> None:
+    from tests.test_app import array, heatmaps, specs
+
+    text = over_limit(minilm, 100)
+    at = run_app(view="Lesson", text=text, layer="1", lesson_head="head 3", lesson_rows="tokens 128–255")
+    assert_clean(at)
+    assert at.selectbox(key="lesson_rows").value == 128
+    want = layer_trace(minilm, record(minilm, text), None, 1, Config()).pattern[3].numpy()  # [512, 512]
+    found = [hm for s in specs(at) for hm in heatmaps(s) if str(hm.get("meta", "")).startswith("weights = softmax")]
+    assert len(found) == 1
+    z = array(found[0]["z"])
+    assert z.shape == (128, 512)  # a window of 128 query rows, every key
+    np.testing.assert_allclose(z, want[128:256], rtol=0, atol=1e-6)
+    assert len(found[0]["y"]) == 128 and found[0]["y"][0] == record(minilm, text).tokens.labels[128]
