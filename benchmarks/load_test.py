@@ -2,7 +2,7 @@
 
 Run:  python benchmarks/load_test.py [--users 10] [--seconds 150]
 Each user (its own browser context, so its own Streamlit session) types a sentence of its own, presses
-Enter, waits for the Heads grid, and checks that head 0's weights and labels equal the single-user
+Ctrl+Enter, waits for the Heads grid, and checks that head 0's weights and labels equal the single-user
 result for that sentence (computed here with the same pipeline): results must never cross between
 sessions. Bounded: it stops after --seconds (and at most 40 rounds per user). Prints render times
 (median, p95), errors, the server's memory over time, and Streamlit's active_sessions after everyone
@@ -61,10 +61,10 @@ async def user(i: int, browser, url: str, deadline: float, refs: dict, log: list
                 break
             text = sentence(i, rnd)
             labels, pattern = refs[text]
-            box = page.get_by_label("Text (press Enter)")
+            box = page.get_by_label("Text (Ctrl+Enter to apply)", exact=True)
             await box.fill(text)
             t0 = time.perf_counter()
-            await box.press("Enter")
+            await box.press("Control+Enter")
             try:
                 await page.wait_for_function(
                     f"(want) => {{ const g = ({FIRST_GRID_JS})(); return g && g.x.join('|') === want; }}",
@@ -117,7 +117,7 @@ async def run(users: int, seconds: float) -> None:
         if times:
             p95 = float(np.percentile(times, 95))
             median = statistics.median(times)
-            print(f"render time after Enter: median {median:.2f} s, p95 {p95:.2f} s, max {max(times):.2f} s")
+            print(f"render time after Ctrl+Enter: median {median:.2f} s, p95 {p95:.2f} s, max {max(times):.2f} s")
         worst = max((r["diff"] for r in log), default=float("nan"))
         verdict = "yes" if not bad else "NO"
         print(f"largest |shown - single-user| weight difference: {worst:.2e} (results uncrossed: {verdict})")

@@ -175,18 +175,29 @@ def run_trace(
         if args.target or args.part not in (None, "encoder"):
             raise MhaVizError("own weights have one self-attention layer; --target and --part are not used")
         tokens, weights, trace = own_trace(load(config), args.text, config)
+        say_cut(tokens, "word tokens" if config.tokens == "words" else "the bundled tokenizer", args.text)
         return tokens.labels, tokens.labels, [trace], weights
     if args.full and args.layer is None:
         raise MhaVizError("--full stores one layer's intermediates; add --layer N")
     lm = load(config)
     part = lm.part(args.part)
     rec = record(lm, args.text, args.target)
+    say_cut(rec.tokens, lm.name, args.text)
+    say_cut(rec.target, lm.name, args.target)
     layers = range(lm.n_layers(part)) if args.layer is None else [args.layer]
     found = [layer_trace(lm, rec, part, int(i), config) for i in layers]
     weights = None
     if args.full and lm.site(part, args.layer).qkv:
         weights = edit_weights(layer_weights(lm, rec, part, args.layer), config)
     return rec.query_tokens(part).labels, rec.key_tokens(part).labels, found, weights
+
+
+def say_cut(tokens: object, model_name: str, text: str | None) -> None:
+    """One line on stderr when a text was cut to the model's limit (the run goes on with the cut text)."""
+    if getattr(tokens, "cut", None) is not None:
+        from mha_viz.models.tokens import cut_notice
+
+        print(f"mha-viz: note: {cut_notice(tokens.cut, model_name, text)}", file=sys.stderr)
 
 
 def to_arrays(
@@ -246,6 +257,8 @@ def _roles_command(args: argparse.Namespace) -> None:
     lm = load(config)
     part = lm.part(args.part)
     rec = record(lm, args.text, args.target)
+    say_cut(rec.tokens, lm.name, args.text)
+    say_cut(rec.target, lm.name, args.target)
     if part == "cross":
         raise MhaVizError("head roles compare a token with its neighbours; choose --part encoder or decoder")
     rows = roles_table(rec.query_tokens(part), all_patterns(lm, rec, part, config))

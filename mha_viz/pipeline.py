@@ -24,7 +24,7 @@ from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_
 from mha_viz.models.load import LoadedModel, load_model
 from mha_viz.models.run import ModelRun, output_projection, run_model, token_embeddings, word_embeddings
 from mha_viz.models.sources import smollm2_dir, smollm2_ready  # noqa: F401 (the dashboard's way in)
-from mha_viz.models.tokens import Tokens, clean_text, decoder_tokens, tokenize, word_tokens
+from mha_viz.models.tokens import Tokens, clean_text, cut_notice, decoder_tokens, tokenize, word_tokens  # noqa: F401
 from mha_viz.own import init_weights, load_weights, random_embeddings
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
@@ -52,7 +52,10 @@ def load(config: Config) -> LoadedModel:
 
 
 def encode(lm: LoadedModel, text: str, target: str | None = None) -> tuple[Tokens, Tokens | None]:
-    """Tokens of the text, and of the decoder's text for encoder-decoder models (refused for others)."""
+    """Tokens of the text, and of the decoder's text for encoder-decoder models (refused for others).
+
+    A text (or decoder text) longer than the model takes is cut to its limit: ``Tokens.cut`` says what
+    was dropped and cut_notice(tokens.cut, lm.name, text) words it; every view then works on the cut text."""
     tokens = tokenize(lm.tokenizer, text, lm.max_tokens, lm.name)
     if not lm.encoder_decoder:
         if target:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass
 
 from mha_viz.trace import MhaVizError
@@ -19,6 +21,41 @@ class Tokens:
     pieces: tuple[str, ...]
     labels: tuple[str, ...]
     special: tuple[bool, ...]
+    cut: Cut | None = None  # set when the text was longer than the model takes and was cut
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What was dropped when a text was cut to the model's limit (the end of the text is dropped)."""
+
+    what: str  # "text", "target text"
+    limit: int  # tokens the model takes (special tokens included)
+    total_tokens: int  # tokens of the whole text
+    kept_chars: int  # characters of the text before the cut
+    total_chars: int
+    unit: str = "tokens"  # "words" for word tokens
+
+    @property
+    def dropped_tokens(self) -> int:
+        return self.total_tokens - self.limit
+
+    @property
+    def dropped_chars(self) -> int:
+        return self.total_chars - self.kept_chars
+
+
+def cut_notice(cut: Cut, model_name: str, text: str | None = None) -> str:
+    """One line saying what was dropped and where the cut is (the words just before it, if ``text``)."""
+    where = f"after character {cut.kept_chars:,} of {cut.total_chars:,}"
+    if text:
+        tail = " ".join(text[: cut.kept_chars].split()[-4:])
+        where += f" (after “…{tail[-40:]}”)" if tail else ""
+    takes = "take" if model_name.endswith("tokens") else "takes"
+    return (
+        f"The {cut.what} has {cut.total_tokens:,} {cut.unit}; {model_name} {takes} at most {cut.limit:,}, "
+        f"so it was cut {where}: the last {cut.dropped_tokens:,} {cut.unit} "
+        f"({cut.dropped_chars:,} characters) are not analysed."
+    )
 
 
 def readable(piece: str) -> str:
@@ -65,26 +102,49 @@ def make_tokens(tokenizer: object, ids: list[int]) -> Tokens:
 def tokenize(tokenizer: object, text: str, max_tokens: int, model_name: str, what: str = "text") -> Tokens:
     """Tokenise ``text`` (special tokens included).
 
-    Raises MhaVizError for empty or over-long text, text with nothing but special tokens, and
-    texts over the model's token limit.
+    A text over the model's token limit is cut to the limit by the tokenizer's own truncation (so the
+    closing special tokens stay); ``Tokens.cut`` then says what was dropped (cut_notice words it).
+    Raises MhaVizError for empty or over-long text (in characters) and text with nothing but special tokens.
     """
     text = clean_text(text, what)
     ids = list(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+    cut = None
     if len(ids) > max_tokens:
-        raise MhaVizError(
-            f"the {what} has {len(ids)} tokens; {model_name} takes at most {max_tokens}. Shorten the {what}"
-        )
+        kept, kept_chars = _truncated(tokenizer, text, max_tokens)
+        cut = Cut(what, max_tokens, len(ids), kept_chars, len(text))
+        ids = kept
     tokens = make_tokens(tokenizer, ids)
     if all(tokens.special):
         raise MhaVizError(f"the {what} has no visible characters the model can read; type a sentence to analyse")
-    return tokens
+    return tokens if cut is None else dataclasses.replace(tokens, cut=cut)
+
+
+def _truncated(tokenizer: object, text: str, max_tokens: int) -> tuple[list[int], int]:
+    """The first ``max_tokens`` ids as the tokenizer truncates (special tokens kept), and how many of the
+    text's characters they cover."""
+    try:
+        enc = tokenizer(
+            text, add_special_tokens=True, truncation=True, max_length=max_tokens, return_offsets_mapping=True
+        )
+        ends = [int(e) for s, e in enc["offset_mapping"] if e > s]  # special tokens have empty spans
+        kept_chars = max(ends, default=0)
+    except (NotImplementedError, ValueError, TypeError):  # a slow tokenizer has no offsets
+        enc = tokenizer(text, add_special_tokens=True, truncation=True, max_length=max_tokens)
+        special = set(getattr(tokenizer, "all_special_ids", []))
+        body = [i for i in enc["input_ids"] if i not in special]
+        kept_chars = min(len(text), len(tokenizer.decode(body, clean_up_tokenization_spaces=False)))
+    ids = list(enc["input_ids"])
+    if len(ids) > max_tokens:  # a tokenizer that ignores max_length
+        raise MhaVizError(f"the tokenizer could not cut the text to {max_tokens} tokens; shorten the text")
+    return ids, kept_chars
 
 
 def decoder_tokens(tokenizer: object, target: str, start_id: int, max_tokens: int, model_name: str) -> Tokens:
     """The decoder's input for an encoder-decoder model: its start token, then the target text's tokens
     (teacher forcing, as in training)."""
     body = tokenize(tokenizer, target, max_tokens - 1, model_name, what="target text")
-    return make_tokens(tokenizer, [int(start_id), *body.ids])
+    cut = body.cut and dataclasses.replace(body.cut, limit=max_tokens, total_tokens=body.cut.total_tokens + 1)
+    return dataclasses.replace(make_tokens(tokenizer, [int(start_id), *body.ids]), cut=cut)
 
 
 MAX_WORDS = 512  # the same cap as word pieces (the bundled tokenizer's model takes 512)
@@ -100,16 +160,22 @@ def word_id(word: str) -> int:
 def word_tokens(text: str, max_words: int = MAX_WORDS) -> Tokens:
     """Word-level tokens: ``text`` split on whitespace, no [CLS]/[SEP], ids from word_id.
 
-    Raises MhaVizError for empty text and for more than ``max_words`` words."""
-    words = clean_text(text).split()
+    More than ``max_words`` words are cut to the first ``max_words`` (``Tokens.cut`` says what was dropped).
+    Raises MhaVizError for empty text."""
+    text = clean_text(text)
+    words = text.split()
     if not words:
         raise MhaVizError("the text is empty; type a sentence to analyse")
+    cut = None
     if len(words) > max_words:
-        raise MhaVizError(f"the text has {len(words)} words; word tokens take at most {max_words}. Shorten the text")
+        ends = [m.end() for m in re.finditer(r"\S+", text)]  # the same words as str.split()
+        cut = Cut("text", max_words, len(words), ends[max_words - 1], len(text), unit="words")
+        words = words[:max_words]
     pieces = [readable(w) for w in words]
     return Tokens(
         ids=tuple(word_id(w) for w in words),
         pieces=tuple(pieces),
         labels=distinct_labels(pieces),
         special=tuple(False for _ in words),
+        cut=cut,
     )

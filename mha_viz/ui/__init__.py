@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_viz import budget
 from mha_viz.models.sources import allowed_models
-from mha_viz.pipeline import smollm2_dir, smollm2_ready
+from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.common import recording_figures
@@ -116,6 +116,9 @@ def _context(c: Controls) -> Ctx | None:
         base = guarded(lambda: get_base(c.config, c.text, target, part, layer))
     if base is None:
         return None
+    for tokens in {id(t): t for t in (base.tokens, base.key_tokens) if t.cut}.values():  # what was cut, once
+        text = c.text if tokens.cut.what == "text" else target
+        st.warning(plain(cut_notice(tokens.cut, "word tokens" if tokens.cut.unit == "words" else lm.name, text)))
     return Ctx(c=c, layer=layer, part=part, target=target, base=base)
 
 

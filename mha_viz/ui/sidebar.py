@@ -73,7 +73,8 @@ VIEWS = (
 )
 
 
-MAX_TEXT_CHARS = 5000
+MAX_TEXT_CHARS = 12_000  # a 2048-token English text fits; a link stays well under servers' header limits
+TEXT_LABEL = "Text (Ctrl+Enter to apply)"  # a text area: Enter makes a new line
 MAX_SEED = 2**31 - 1
 MAX_OWN_HEADS = 256
 
@@ -235,7 +236,11 @@ def sidebar() -> Controls:
     elif kind == "own":
         own = _own_controls()
     layer_slot = sb.container()
-    text = sb.text_input("Text (press Enter)", DEFAULT_TEXT, key="text", bind="query-params", max_chars=MAX_TEXT_CHARS)
+    text = sb.text_area(
+        TEXT_LABEL, DEFAULT_TEXT, key="text", bind="query-params", max_chars=MAX_TEXT_CHARS, height=120,
+        help="Paste a text of any length: one longer than the model takes is cut to its limit, with a notice "
+        "saying what was left out. Ctrl+Enter (⌘+Enter on a Mac) or clicking outside the box applies it.",
+    )  # fmt: skip
     sb.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_use_example, placeholder="pick an example")
     devices = available_devices()
     check_choice("device", ["auto", *devices], "auto", "this machine offers")

@@ -59,11 +59,11 @@ def head_titles(n: int) -> list[re.Pattern]:
 
 
 def type_text(page: Page, text: str) -> None:
-    """Clear the sidebar text box, type ``text``, press Enter, and wait for the new run."""
-    box = page.get_by_label("Text (press Enter)")
+    """Clear the sidebar text area, type ``text``, press Ctrl+Enter (Enter is a new line), and wait for the run."""
+    box = page.get_by_label("Text (Ctrl+Enter to apply)", exact=True)
     box.fill("")
     box.press_sequentially(text)
-    box.press("Enter")
+    box.press("Control+Enter")
     wait_for_run(page)
 
 
@@ -87,7 +87,7 @@ def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
         expect(tick(chart, label, "x")).to_have_count(4)  # the bottom row's four key axes
         expect(tick(chart, label, "y")).to_have_count(3)  # the left column's three query axes
     expect(tick(chart, "dump")).to_have_count(0)
-    expect(page.get_by_label("Text (press Enter)")).to_have_value(SENTENCE)
+    expect(page.get_by_label("Text (Ctrl+Enter to apply)", exact=True)).to_have_value(SENTENCE)
 
 
 def test_hover_shows_the_real_weight(page: Page, app_url: str, minilm) -> None:

@@ -45,7 +45,7 @@ def test_hostile_text_in_every_input_stays_text(page: Page, app_url: str) -> Non
     expect(chart.locator("g.hm")).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     texts = chart.locator("g[class^='y'][class$='tick'] text").all_text_contents()
     assert any(t.startswith("<") for t in texts) and any(t.startswith(">") for t in texts), texts
-    assert page.get_by_label("Text (press Enter)").input_value() == TEXT
+    assert page.get_by_label("Text (Ctrl+Enter to apply)", exact=True).input_value() == TEXT
     assert dialogs == []
 
 

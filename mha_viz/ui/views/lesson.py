@@ -3,6 +3,7 @@ the two claims of the source articles checked live (see mha_viz.lesson for the c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import streamlit as st
@@ -15,6 +16,7 @@ from mha_viz.ui.common import plot
 from mha_viz.ui.context import Ctx, valid_choice
 from mha_viz.ui.sidebar import plain as escaped
 
+WINDOW_ROWS = 128  # query rows per matrix; a longer text is shown as a window the user moves
 AUTO = "_lesson_auto"  # session_state: (what the default was computed for, that default)
 
 
@@ -48,7 +50,7 @@ def panel_figure(p: Panel, height: int = 380):
 
 
 def show_identity_claim(
-    ctx: Ctx, rows: tuple[str, ...], key: str, say: Callable[[str], object], hint: str = ""
+    ctx: Ctx, rows: tuple[str, ...], key: str, say: Callable[[str], object], hint: str = "", window: slice | None = None
 ) -> None:
     """Claim (b) as a picture: h = 1 with W^O = I against plain self-attention, or (via ``say``) why this layer
     cannot show it."""
@@ -58,6 +60,11 @@ def show_identity_claim(
         say(f"Not shown for this layer: {blocker}.{hint}")
         return
     one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    if window is not None and window.stop - window.start < len(rows):
+        one, rows = (
+            dataclasses.replace(one, left=one.left[window], right=one.right[window], note=one.note + _all_rows(one)),
+            rows[window],
+        )
     show_equivalence(one, rows, "h = 1 and W^O = I vs plain single-head self-attention", key, ctx.c.image_format)
 
 
@@ -88,6 +95,7 @@ def lesson_view(ctx: Ctx) -> None:
     st.caption(escaped(f"Opened first: {why}."))
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
+    rows = _row_window(len(t.tokens))
     for step in steps:
         with st.expander(f"Step {step.number}. {step.title}", expanded=True):
             st.markdown(step.text)
@@ -95,12 +103,45 @@ def lesson_view(ctx: Ctx) -> None:
                 cols = st.columns(3)
                 for j, p in enumerate(step.panels[start : start + 3]):
                     with cols[j]:
-                        plot(panel_figure(p), f"lesson_{step.number}_{start + j}", ctx.c.image_format)
+                        plot(
+                            panel_figure(window_rows(p, rows)), f"lesson_{step.number}_{start + j}", ctx.c.image_format
+                        )
             st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
-    _claims(ctx)
+    _claims(ctx, rows)
 
 
-def _claims(ctx: Ctx) -> None:
+def _row_window(n: int) -> slice:
+    """Which query rows the lesson draws: all up to WINDOW_ROWS tokens; beyond, a window the user moves (each
+    matrix then has WINDOW_ROWS rows, every column, every value exact: its cost no longer grows with n²)."""
+    if n <= WINDOW_ROWS:
+        return slice(0, n)
+    starts = sorted({*range(0, n - WINDOW_ROWS + 1, WINDOW_ROWS // 2), n - WINDOW_ROWS})
+
+    def fmt(s: int) -> str:
+        return f"tokens {s}–{s + WINDOW_ROWS - 1}"
+
+    valid_choice("lesson_rows", starts, starts[0], fmt)
+    a = int(
+        st.selectbox(
+            f"Rows shown (a window of {WINDOW_ROWS} of the {n} tokens)", starts, key="lesson_rows",
+            bind="query-params", format_func=fmt,
+        )
+    )  # fmt: skip
+    st.caption(
+        f"{n} tokens: each matrix shows query rows {a}–{a + WINDOW_ROWS - 1} (every key column, the exact values); "
+        "the n × n matrices would have too many cells to draw and read. Move the window above."
+    )
+    return slice(a, a + WINDOW_ROWS)
+
+
+def window_rows(p: Panel, rows: slice) -> Panel:
+    """The panel's query rows in ``rows`` (a panel whose rows are not the tokens, e.g. W^O, is kept whole)."""
+    if rows.stop - rows.start >= len(p.row_labels) or p.matrix.shape[0] != len(p.row_labels):
+        return p
+    return dataclasses.replace(p, matrix=p.matrix[rows], row_labels=p.row_labels[rows])
+
+
+def _claims(ctx: Ctx, rows: slice | None = None) -> None:
     b = ctx.base
     t = ctx.trace()
     st.markdown("#### Two claims of the articles, checked on this layer now")
@@ -110,11 +151,18 @@ def _claims(ctx: Ctx) -> None:
         "for all heads, reshaped into [heads × tokens × d_k], one batched product."
     )
     eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, b.plain)
+    rows = rows or slice(0, len(t.tokens))
+    if rows.stop - rows.start < len(t.tokens):  # the window's rows; the largest difference is over every row
+        eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + _all_rows(eq))
     show_equivalence(
-        eq, t.tokens, "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.c.image_format
+        eq, t.tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.c.image_format
     )
     st.markdown(
         "**(b) One head with W^O = I is plain self-attention.** Re-split this layer's projections into a single "
         "head of width d_model and replace W^O by the identity: the result is softmax(X W_Q (X W_K)ᵀ / √d) X W_V."
     )
-    show_identity_claim(ctx, t.tokens, "lesson_eq_b", st.info, " The bundled MiniLM or own weights show it.")
+    show_identity_claim(ctx, t.tokens, "lesson_eq_b", st.info, " The bundled MiniLM or own weights show it.", rows)
+
+
+def _all_rows(eq: Equivalence) -> str:
+    return f" Shown: the window's rows; over all {eq.left.shape[0]} rows the largest |difference| is {eq.max_diff:.2e}."

@@ -1,0 +1,235 @@
+"""Long texts in a real browser (Chromium): seconds from the input to an idle page, and websocket bytes.
+
+Run:  python benchmarks/bench_long.py [--runs 3] [--smol-runs 3] [--baseline /path/to/other/checkout]
+  MiniLM at 512 tokens (each run a new text): the Heads view after submitting the text (target <= 1.5 s),
+  a layer change (<= 1 s), then every other view (<= 2 s each).
+  The bundled SmolLM2 at 2048 tokens: Heads after submitting (<= 3 s) and Overview (<= 3 s); with
+  --all-views, every view's websocket megabytes once (<= 15 MB per view).
+Figures are medians over the runs; "ratio" is figure / target (<= 1 meets it). An idle page: the script
+has finished, nothing is stale and the page has not changed for QUIET_MS (the wait itself is not counted:
+the figure is the time of the last change). With --baseline the same steps run against a second app
+started from that checkout, interleaved round by round (a noisy machine hits both alike).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import harness
+from harness import CHROMIUM, CHROMIUM_ARGS, App, check_chromium
+from playwright.sync_api import Page, sync_playwright
+
+MB = 1e6
+QUIET_MS = 600
+MINILM_TOKENS, SMOL_TOKENS = 512, 2048
+TARGETS = {"heads": 1.5, "layer": 1.0, "view": 2.0, "smol": 3.0, "mb": 15.0}
+WATCH = """() => {
+  const w = window.__w = {last: performance.now(), runs: 0, running: false};
+  const app = document.querySelector("[data-testid='stApp']");
+  new MutationObserver(() => { w.last = performance.now(); })
+    .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  new MutationObserver(() => { if (app.getAttribute('data-test-script-state') === 'running') w.runs++; })
+    .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+IDLE = """(q) => { const w = window.__w, now = performance.now();
+  const st = document.querySelector("[data-testid='stApp']").getAttribute('data-test-script-state');
+  const stale = document.querySelectorAll("[data-stale='true']").length;
+  return {ok: w.runs > 0 && st === 'notRunning' && !stale && now - w.last > q, last: w.last}; }"""
+WORDS = ("animal", "street", "river", "teacher", "garden", "engine", "letter", "window", "market", "doctor")
+
+
+def sentences(seed: int, n: int) -> str:
+    return " ".join(
+        f"In story {seed}.{i} the {WORDS[(i + seed) % 10]} did not cross the {WORDS[(3 * i + seed + 1) % 10]} "
+        f"because it was too {('tired', 'wide', 'late', 'busy')[(i * 7 + seed) % 4]}."
+        for i in range(n)
+    )
+
+
+def text_of(tokenizer: object, n_tokens: int, seed: int) -> str:
+    """A text of exactly ``n_tokens`` tokens (special tokens included) for ``tokenizer``."""
+    special = len(tokenizer("x")["input_ids"]) - len(tokenizer("x", add_special_tokens=False)["input_ids"])
+    body = tokenizer(sentences(seed, n_tokens // 8), add_special_tokens=False)["input_ids"]
+    for trim in range(0, 40):
+        text = tokenizer.decode(body[: n_tokens - special - trim]).strip()
+        if len(tokenizer(text)["input_ids"]) <= n_tokens:
+            return text
+    raise RuntimeError("could not make a text of the wanted length")
+
+
+def tokenizers() -> tuple[object, object]:
+    from transformers import AutoTokenizer
+
+    from mha_viz.models.sources import bundled_model_dir, smollm2_dir
+
+    return AutoTokenizer.from_pretrained(bundled_model_dir()), AutoTokenizer.from_pretrained(smollm2_dir())
+
+
+class Session:
+    """One browser page on one app, with websocket bytes counted and idle detection."""
+
+    def __init__(self, browser: object, app: App, query: str) -> None:
+        self.bytes = 0
+        self.page: Page = browser.new_page(viewport={"width": 1500, "height": 1200})
+        self.page.on("websocket", lambda ws: ws.on("framereceived", self._count))
+        self.page.goto(f"{app.url}/?{query}")
+        self.page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=180_000)
+        self.page.evaluate(WATCH)
+        self.idle(time.perf_counter(), self.page.evaluate("performance.now()"), force=True)
+
+    def _count(self, payload: bytes | str) -> None:
+        self.bytes += len(payload)
+
+    def idle(self, w0: float, t0: float, timeout: float = 240, force: bool = False) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = self.page.evaluate(IDLE, QUIET_MS)
+            if r["ok"] or (force and time.perf_counter() - w0 > QUIET_MS / 1000 + 1):
+                return (r["last"] - t0) / 1000
+            time.sleep(0.05)
+        raise TimeoutError("the page did not settle")
+
+    def act(self, fn: object, timeout: float = 240) -> tuple[float, float]:
+        """(seconds from the input to the last change of the page, websocket MB meanwhile)."""
+        self.page.evaluate("() => { window.__w.runs = 0; window.__w.last = performance.now(); }")
+        self.bytes = 0
+        t0, w0 = self.page.evaluate("performance.now()"), time.perf_counter()
+        fn()
+        took = self.idle(w0, t0, timeout)
+        return took, self.bytes / MB
+
+    def submit(self, text: str) -> tuple[float, float]:
+        box = self.page.get_by_label(harness_label(self.page), exact=True)
+        box.fill(text)
+        enter = "Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter"
+        return self.act(lambda: box.press(enter))
+
+    def layer(self, layer: int) -> tuple[float, float]:
+        def pick() -> None:
+            self.page.get_by_label("Layer").first.click()
+            self.page.get_by_role("option", name=str(layer), exact=True).first.click()
+
+        return self.act(pick)
+
+    def tab(self, name: str, timeout: float = 240) -> tuple[float, float]:
+        return self.act(lambda: self.page.get_by_role("tab", name=name, exact=True).click(), timeout)
+
+
+def harness_label(page: Page) -> str:
+    """The sidebar text box's label: "Text (Ctrl+Enter to apply)" (a text area) or older "Text (press Enter)"."""
+    for label in ("Text (Ctrl+Enter to apply)", "Text (press Enter)"):
+        if page.get_by_label(label, exact=True).count():
+            return label
+    raise RuntimeError("no sidebar text box found")
+
+
+def views() -> list[str]:
+    from mha_viz.ui.sidebar import VIEWS
+
+    return list(VIEWS)
+
+
+def start(root: Path | None) -> App:
+    harness.ROOT = root or Path(__file__).resolve().parents[1]  # App starts `streamlit run app.py` there
+    return App().wait(180)
+
+
+def line(name: str, values: list[float], target: float, unit: str = "s") -> str:
+    if not values:
+        return f"  {name:38s} n/a"
+    med = statistics.median(values)
+    spread = f" [{min(values):.2f}-{max(values):.2f}]" if len(values) > 1 else ""
+    ok = "ok" if med <= target else "MISSED"
+    return f"  {name:38s} {med:6.2f} {unit}{spread}  target <= {target:g} {unit}  ratio {med / target:.2f} {ok}"
+
+
+def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
+    check_chromium()
+    mini_tok, smol_tok = tokenizers()
+    roots = {"this checkout": None, **({"baseline": Path(args.baseline)} if args.baseline else {})}
+    res: dict[str, dict[str, list[float]]] = {label: defaultdict(list) for label in roots}
+    names = [v for v in views() if v != "Heads"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        apps = {label: start(root) for label, root in roots.items()}
+        try:
+            for r in range(args.runs):
+                text = text_of(mini_tok, MINILM_TOKENS, seed=r)
+                for label, app in apps.items():
+                    s = Session(browser, app, "view=Heads")
+                    res[label]["heads"].append(s.submit(text)[0])
+                    res[label]["layer"].append(s.layer(1 + r % 5)[0])
+                    for name in names:
+                        took, mb = s.tab(name)
+                        res[label][f"view:{name}"].append(took)
+                        res[label][f"mb:{name}"].append(mb)
+                        print(f"    [{label}] run {r} {name}: {took:.2f} s, {mb:.1f} MB", file=sys.stderr)
+                    s.page.close()
+            for r in range(args.smol_runs):
+                text = text_of(smol_tok, SMOL_TOKENS, seed=100 + r)
+                for label, app in apps.items():
+                    s = Session(browser, app, "src=SmolLM2-135M+%28bundled%29&view=Heads")
+                    try:
+                        took, mb = s.submit(text)
+                    except TimeoutError:  # reported as inf (did not settle in the time allowed); next round
+                        res[label]["smol:Heads"].append(float("inf"))
+                        s.page.close()
+                        continue
+                    res[label]["smol:Heads"].append(took)
+                    res[label]["smolmb:Heads"].append(mb)
+                    took, mb = s.tab("Overview")
+                    res[label]["smol:Overview"].append(took)
+                    res[label]["smolmb:Overview"].append(mb)
+                    if args.all_views and r == 0:
+                        for name in [v for v in views() if v not in ("Heads", "Overview")]:
+                            try:
+                                took, mb = s.tab(name, timeout=args.view_timeout)
+                            except TimeoutError:
+                                took, mb = float("inf"), s.bytes / MB
+                            res[label][f"smolmb:{name}"].append(mb)
+                            print(f"    [{label}] SmolLM2 {name}: {took:.2f} s, {mb:.1f} MB", file=sys.stderr)
+                    s.page.close()
+        finally:
+            for app in apps.values():
+                app.__exit__()
+            browser.close()
+    return res
+
+
+def report(res: dict[str, dict[str, list[float]]]) -> None:
+    for label, r in res.items():
+        print(f"{label}:")
+        print(f" MiniLM, {MINILM_TOKENS} tokens (medians of {len(r['heads'])} runs, seconds to an idle page)")
+        print(line("Heads after submitting the text", r["heads"], TARGETS["heads"]))
+        print(line("a layer change (Heads)", r["layer"], TARGETS["layer"]))
+        for key in [k for k in r if k.startswith("view:")]:
+            print(line(key[5:], r[key], TARGETS["view"]))
+        worst = max((statistics.median(r[k]) for k in r if k.startswith("mb:")), default=float("nan"))
+        print(f"  most websocket MB in one view: {worst:.1f} MB")
+        print(f" SmolLM2, {SMOL_TOKENS} tokens")
+        print(line("Heads after submitting the text", r["smol:Heads"], TARGETS["smol"]))
+        print(line("Overview", r["smol:Overview"], TARGETS["smol"]))
+        for key in [k for k in r if k.startswith("smolmb:")]:
+            print(line(f"websocket, {key[7:]}", r[key], TARGETS["mb"], "MB"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="MiniLM rounds (a new 512-token text each)")
+    ap.add_argument("--smol-runs", type=int, default=3, help="SmolLM2 rounds (a new 2048-token text each)")
+    ap.add_argument("--all-views", action="store_true", help="SmolLM2: every view's websocket MB, once")
+    ap.add_argument("--view-timeout", type=float, default=120)
+    ap.add_argument("--baseline", help="a second checkout to run the same steps against, interleaved")
+    report(run(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
