@@ -50,7 +50,7 @@ def assert_clean(at: AppTest) -> None:
 def test_default_page_heads_view(minilm) -> None:
     at = run_app(view="Heads", layer="0")
     assert_clean(at)
-    assert at.sidebar.text_input(key="text").value == SENTENCE
+    assert at.sidebar.text_area(key="text").value == SENTENCE
     grid = specs(at)[0]
     maps = heatmaps(grid)
     assert len(maps) == 12
@@ -71,7 +71,7 @@ def test_controls_change_the_figures(minilm) -> None:
     at.sidebar.toggle(key="causal").set_value(True).run()
     z = array(heatmaps(specs(at)[0])[3]["z"])
     assert np.all(np.triu(z, 1) == 0)
-    at.sidebar.text_input(key="text").set_value("humpty dumpty sat on").run()
+    at.sidebar.text_area(key="text").set_value("humpty dumpty sat on").run()
     assert "dump" in heatmaps(specs(at)[0])[0]["x"]
 
 
@@ -175,9 +175,9 @@ def test_bad_model_id_shows_error_and_app_keeps_running(minilm) -> None:
 
 def test_empty_text_is_a_clear_error(minilm) -> None:
     at = run_app()
-    at.sidebar.text_input(key="text").set_value("   ").run()
+    at.sidebar.text_area(key="text").set_value("   ").run()
     assert not at.exception and "empty" in at.error[0].value
-    at.sidebar.text_input(key="text").set_value(SENTENCE).run()
+    at.sidebar.text_area(key="text").set_value(SENTENCE).run()
     assert_clean(at)
 
 
@@ -188,7 +188,7 @@ def test_own_weights_and_seed_example(minilm) -> None:
     at.sidebar.button[0].click().run()  # "Seed 000 worked example"
     assert_clean(at)
     assert at.sidebar.number_input(key="d_model").value == 512
-    assert at.sidebar.text_input(key="text").value == "humpty dumpty sat on"
+    assert at.sidebar.text_area(key="text").value == "humpty dumpty sat on"
     # word tokens (humpty dumpty sat on): 4 tokens, as seed 000 has them; d_k = 512 / 8
     assert "[4 × 512]" in step(at, "1. X")[0] and "[4 × 64]" in step(at, "2a. Q_0")[0]
     at.sidebar.number_input(key="own_heads").set_value(7).run()

@@ -131,7 +131,7 @@ def test_entry_script_serves_the_dashboard() -> None:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
-    assert at.sidebar.text_input(key="text").value == SENTENCE
+    assert at.sidebar.text_area(key="text").value == SENTENCE
     grid = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert len([t for t in grid["data"] if t["type"] == "heatmap"]) == 12
 

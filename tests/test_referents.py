@@ -228,7 +228,7 @@ def test_app_two_sentences_ranking(minilm, minilm_two) -> None:
     assert any(t.startswith(f"Layer {top[2][0]}, head {top[2][1]}: “it”") for t in titles(at))
     at.button(key="two_swap").click().run()  # the sentences change places: the same heads, the opposite sign
     clean(at)
-    assert at.sidebar.text_input(key="text").value == WIDE and at.text_input(key="text_b").value == SENTENCE
+    assert at.sidebar.text_area(key="text").value == WIDE and at.text_input(key="text_b").value == SENTENCE
     first = next(m.value for m in at.markdown if m.value.startswith("1. "))
     assert first.startswith(f"1. layer {top[0][0]}, head {top[0][1]}: moved -{top[0][2]:.3f}")
 
