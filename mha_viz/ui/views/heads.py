@@ -20,7 +20,7 @@ from mha_viz.ui.timing import timed_fragment
 
 
 def _on_grid_click() -> None:
-    for p, custom in clicked_points("heads_grid"):  # customdata (weight, head); y is the query token
+    for p, custom in clicked_points("heads_grid"):  # customdata (query row, head); y is the query token
         if len(custom) == 2:
             set_linked(head=int(custom[1]), focus=html.unescape(str(p.get("y", ""))))
             return
@@ -77,8 +77,18 @@ def heads_view(ctx: Ctx) -> None:
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
     _head_and_focus(ctx, sh)
-    with st.expander("Attention sinks: weight against contribution, per head"):
-        sink_panel(ctx, t)
+    _sinks(ctx, t)
+
+
+@st.fragment
+@timed_fragment
+def _sinks(ctx: Ctx, t: AttentionTrace) -> None:
+    """The sink panel, drawn only while its expander is open (a closed expander's figure would be drawn anyway);
+    opening it reruns only this fragment."""
+    box = st.expander("Attention sinks: weight against contribution, per head", key="sinks_open", on_change="rerun")
+    if box.open:
+        with box:
+            sink_panel(ctx, t)
 
 
 @st.fragment

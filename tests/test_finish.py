@@ -1,0 +1,90 @@
+"""figures.finish: every figure leaves with fixed margins that hold its labels, no template, no automargin, and the
+dict sent to Streamlit unchecked is exactly the one Plotly's checks would send."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import plotly.tools
+import pytest
+from test_app import run_app, specs
+
+from mha_viz.figures import comparison, heads_grid, matrix_heatmap, paired_bars, token_bars
+from mha_viz.figures.finish import finish
+from mha_viz.ui.common import _AsBuilt
+
+LONG = ["[CLS]", "internationalisation", "of", "the", "Wörterbuch", "漢字漢字", "[SEP]"]
+
+
+def _figures() -> dict[str, go.Figure]:
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(7), size=(4, 7)).astype(np.float32)  # [4 heads, 7, 7]
+    scores = rng.normal(size=(7, 7)).astype(np.float32)
+    scores[np.triu_indices(7, 1)] = -np.inf
+    return {
+        "grid": heads_grid(p, LONG),
+        "heatmap": matrix_heatmap(scores, LONG, LONG, "scores", diverging=True, value_name="score"),
+        "bars": token_bars(LONG, {"a": p[0, 0], "b": p[1, 0]}, "bars"),
+        "paired": paired_bars(LONG, p[0, 1], p[1, 1], ("weight α", "contribution"), "paired"),
+        "comparison": comparison(p[0].astype(np.float64), p[0].astype(np.float64), ("loop", "batched"), LONG, "c"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_figures()))
+def test_sent_as_checked_by_plotly(name: str) -> None:
+    fig = _figures()[name]
+    spec = finish(fig)
+    sent = plotly.tools.return_figure_from_figure_or_data(_AsBuilt(spec), validate_figure=True)
+    checked = go.Figure(**spec).to_dict()  # what Streamlit would send after its own checks of the dict
+    assert json.loads(pio.to_json(sent, validate=False)) == json.loads(pio.to_json(checked, validate=False))
+    assert sent is spec  # taken as it is, not rebuilt
+
+
+@pytest.mark.parametrize("name", list(_figures()))
+def test_no_template_no_automargin(name: str) -> None:
+    fig = _figures()[name]
+    spec = finish(fig)
+    layout = spec["layout"]
+    assert set(layout.get("template", {})) <= {"layout"} and set(layout.get("template", {}).get("layout", {})) <= {
+        "colorway"
+    }
+    axes = [k for k in layout if k.startswith(("xaxis", "yaxis"))]
+    assert axes and all(layout[k]["automargin"] is False for k in axes)
+    assert layout["margin"]["autoexpand"] is (name == "paired")  # only a legend may still grow the margins
+    assert finish(spec) is spec  # idempotent
+    assert fig.to_plotly_json()["data"] == spec["data"]  # the numbers are untouched
+
+
+def test_margins_hold_the_longest_labels() -> None:
+    """Lower bounds any font draws at least: half an em per Latin letter, a full em per CJK character."""
+    figs = _figures()
+    heat = finish(figs["heatmap"])["layout"]
+    longest = 0.5 * len("internationalisation") * 11  # px at the tick font size (11: seven labels)
+    assert heat["margin"]["l"] >= longest + 4
+    rotated = abs(heat["xaxis"]["tickangle"])
+    assert rotated >= 60 and heat["margin"]["b"] >= longest * np.sin(np.radians(rotated))
+    assert heat["margin"]["r"] >= 30 + 4 * 7  # the colour bar and its numbers
+    grid = finish(figs["grid"])["layout"]
+    assert grid["margin"]["l"] >= 0.5 * len("internationalisation") * 10 and grid["margin"]["r"] >= 16 + 32
+    short = finish(matrix_heatmap(np.eye(2, dtype=np.float32), ["a", "b"], ["a", "b"], "t"))["layout"]
+    assert short["margin"]["l"] < heat["margin"]["l"] / 2  # fitted, not one big margin for every figure
+
+
+def test_axis_titles_get_their_own_room() -> None:
+    n = 300
+    fig = matrix_heatmap(np.zeros((n, n), dtype=np.float32), [f"t{i}" for i in range(n)], [f"t{i}" for i in range(n)])
+    plain = matrix_heatmap(np.zeros((3, 3), dtype=np.float32), ["t1", "t2", "t3"], ["t1", "t2", "t3"])
+    titled, untitled = finish(fig)["layout"], finish(plain)["layout"]
+    assert titled["yaxis"]["title"]["text"] and titled["margin"]["l"] >= untitled["margin"]["l"] + 14
+
+
+def test_the_app_sends_finished_figures(minilm) -> None:
+    at = run_app(view="Heads")
+    for spec in specs(at):
+        layout = spec["layout"]
+        assert "data" not in layout.get("template", {})  # Streamlit's theme styles them; no template of ours
+        assert all(layout[k]["automargin"] is False for k in layout if k.startswith(("xaxis", "yaxis")))
+        assert layout["margin"]["l"] > 10 or not any(k.startswith("yaxis") for k in layout)

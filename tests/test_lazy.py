@@ -1,0 +1,33 @@
+"""Heavy content that is collapsed is not drawn: the Heads tab's sink panel appears when its expander is opened, with
+the shares the trace gives."""
+
+from __future__ import annotations
+
+import numpy as np
+from test_app import array, assert_clean, run_app, specs
+
+from conftest import SENTENCE
+from mha_viz import norms
+from mha_viz.config import Config
+from mha_viz.pipeline import traces
+
+SINK_TITLE = "Share going to"
+
+
+def _titles(at) -> list[str]:
+    return [s["layout"].get("title", {}).get("text", "") for s in specs(at)]
+
+
+def test_sink_panel_drawn_only_when_opened(minilm) -> None:
+    at = run_app(view="Heads", layer="2")
+    assert_clean(at)
+    assert not [t for t in _titles(at) if t.startswith(SINK_TITLE)]  # closed: nothing drawn, nothing sent
+    at.session_state["sinks_open"] = True  # what opening the expander sets
+    at.run()
+    assert_clean(at)
+    (spec,) = [s for s, title in zip(specs(at), _titles(at), strict=True) if title.startswith(SINK_TITLE)]
+    _, _, (t,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
+    sink = np.array([tok in ("[CLS]", "[SEP]") for tok in t.key_tokens])
+    want = norms.sink_shares(t.pattern.numpy(), norms.contributions(t), sink)
+    np.testing.assert_allclose(array(spec["data"][0]["y"]), want["weight"], rtol=1e-5)
+    np.testing.assert_allclose(array(spec["data"][1]["y"]), want["contribution"], rtol=1e-5)
