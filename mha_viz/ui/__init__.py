@@ -53,6 +53,7 @@ from mha_viz.ui.views.lines import lines_view
 from mha_viz.ui.views.masks import masks_view
 from mha_viz.ui.views.next_token import next_token_view
 from mha_viz.ui.views.wo import WO_MODES
+from mha_viz.ui.warm import preload_plotly, start_model_load
 
 __all__ = ["guarded", "main", "plain"]
 log = logging.getLogger("mha_viz")
@@ -126,6 +127,8 @@ def main() -> None:
 
 def _main() -> None:
     st.set_page_config(page_title="mha-viz: multi-head attention", layout="wide")
+    start_model_load()  # a cold server: the bundled model loads while the sidebar is drawn
+    preload = preload_plotly()  # the browser fetches Plotly's code meanwhile
     st.session_state[IGNORED] = {}  # link values this run could not use, shown once at the top
     try:
         c = guarded(sidebar)  # a failing control is a message, never a traceback
@@ -138,6 +141,8 @@ def _main() -> None:
             show_ignored(notice)
     finally:
         st.session_state.pop(IGNORED, None)
+        if preload is not None:
+            preload.empty()
 
 
 def _page(c: Controls) -> None:
