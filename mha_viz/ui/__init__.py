@@ -16,7 +16,7 @@ from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
-from mha_viz.ui.memo import release_memory
+from mha_viz.ui.memo import collect_garbage, release_memory
 from mha_viz.ui.sidebar import (
     IGNORED,
     MAX_TEXT_CHARS,
@@ -127,6 +127,7 @@ def main() -> None:
 
 def _main() -> None:
     st.set_page_config(page_title="mha-viz: multi-head attention", layout="wide")
+    collect_garbage()  # what earlier runs left in reference cycles
     start_model_load()  # a cold server: the bundled model loads while the sidebar is drawn
     preload = preload_plotly()  # the browser fetches Plotly's code meanwhile
     st.session_state[IGNORED] = {}  # link values this run could not use, shown once at the top
