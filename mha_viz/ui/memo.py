@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import gc
 import hashlib
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -46,43 +47,81 @@ def nbytes(value: object, _seen: set[int] | None = None) -> int:
     return 0
 
 
+def cache_limit_bytes() -> int:
+    """All SizedCaches together hold at most this many bytes (MHA_VIZ_CACHE_MB, default 320): each cache's own
+    caps decide what one kind of value may take, this one what the process keeps however the kinds mix."""
+    raw = os.environ.get("MHA_VIZ_CACHE_MB", "").strip()
+    try:
+        mb = float(raw) if raw else 320.0
+    except ValueError:
+        mb = 320.0
+    return int((mb if mb > 0 else 320.0) * 2**20)
+
+
+_LOCK = threading.RLock()  # one lock for every cache: eviction across caches stays consistent
+_TICK = itertools.count()  # last use, across caches: the least recently used entry anywhere goes first
+
+
 class SizedCache:
-    """Least-recently-used entries, at most ``max_entries`` of them and ``max_bytes`` in all."""
+    """Least-recently-used entries, at most ``max_entries`` of them and ``max_bytes`` in all; and all caches
+    together at most cache_limit_bytes() (the least recently used entry of any cache is dropped first)."""
 
     def __init__(self, name: str, max_entries: int, max_bytes: int) -> None:
         self.name, self.max_entries, self.max_bytes = name, max_entries, max_bytes
-        self._items: OrderedDict[object, tuple[object, int]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: OrderedDict[object, tuple[object, int, int]] = OrderedDict()  # key: (value, size, tick)
         self.total = 0
         self.skipped = 0  # values computed but too large to keep
 
     def get_or_compute(self, key: object, compute: Callable[[], object]) -> object:
-        with self._lock:
+        with _LOCK:
             if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key][0]
+                value, size, _ = self._items.pop(key)
+                self._items[key] = (value, size, next(_TICK))
+                return value
         value = compute()
         size = nbytes(value)
-        with self._lock:
-            if size > self.max_bytes:
+        with _LOCK:
+            if size > min(self.max_bytes, cache_limit_bytes()):
                 self.skipped += 1
                 return value
             if key not in self._items:
-                self._items[key] = (value, size)
+                self._items[key] = (value, size, next(_TICK))
                 self.total += size
             while self._items and (self.total > self.max_bytes or len(self._items) > self.max_entries):
-                _, (_, dropped) = self._items.popitem(last=False)
-                self.total -= dropped
+                self._drop_oldest()
+            _evict_across(cache_limit_bytes())
         return value
 
+    def _drop_oldest(self) -> None:
+        _, (_, dropped, _) = self._items.popitem(last=False)
+        self.total -= dropped
+
+    def oldest_tick(self) -> int | None:
+        return next(iter(self._items.values()))[2] if self._items else None
+
     def __contains__(self, key: object) -> bool:
-        with self._lock:
+        with _LOCK:
             return key in self._items
 
     def clear(self) -> None:
-        with self._lock:
+        with _LOCK:
             self._items.clear()
             self.total = 0
+
+
+def total_bytes() -> int:
+    """Bytes held by every SizedCache."""
+    with _LOCK:
+        return sum(c.total for c in CACHES)
+
+
+def _evict_across(limit: int) -> None:
+    """Drop least recently used entries of any cache until all caches hold at most ``limit`` bytes."""
+    while sum(c.total for c in CACHES) > limit:
+        ticks = [(t, i) for i, c in enumerate(CACHES) if (t := c.oldest_tick()) is not None]
+        if not ticks:
+            return
+        CACHES[min(ticks)[1]]._drop_oldest()
 
 
 def key_of(value: object) -> object:
