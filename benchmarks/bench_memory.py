@@ -107,7 +107,8 @@ def main() -> None:
     last = marks[max(marks)]
     growth = last - first
     verdict = "levels off" if growth < 100 else "GROWS"
-    print(f"growth over the last {args.inputs - half} inputs: {growth:+.0f} MB ({verdict})")
+    print(f"growth over the last {args.inputs - half} inputs: {growth:+.0f} MB ({verdict}); peak so far "
+          f"{peak_mb():.0f} MB (the caches together hold at most MHA_VIZ_CACHE_MB)")  # fmt: skip
     smollm2_dir()
     at.query_params["src"] = "smollm2"
     at.query_params["text"] = long_text
