@@ -19,8 +19,9 @@ from mha_viz.edits import divisors
 from mha_viz.own import save_weights
 from mha_viz.pipeline import LoadedModel, Tokens
 from mha_viz.trace import AttentionTrace, AttentionWeights
-from mha_viz.ui.memo import CACHES, SizedCache, sized_cache
+from mha_viz.ui.memo import CACHES, SizedCache, freeze_heap, sized_cache, tune_allocator
 
+tune_allocator()  # the app's process: big arrays go back to the system when freed
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
 
 
@@ -46,7 +47,9 @@ class Base:
 @st.cache_resource(show_spinner=False, max_entries=3)
 def get_model(model_name: str, device: str) -> LoadedModel:
     """The bundled model ("") or a hub id/folder, loaded once per process and shared."""
-    return pipeline.load(Config(model=model_name, device=device))
+    lm = pipeline.load(Config(model=model_name, device=device))
+    freeze_heap()  # the model and the libraries, out of the garbage collector's walks
+    return lm
 
 
 def model_of(config: Config) -> LoadedModel:
