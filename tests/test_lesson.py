@@ -216,10 +216,15 @@ def test_wo_view_draws_wo_and_the_identity_check(minilm) -> None:
     assert_clean(at)
     t, w, x = _minilm_layer(minilm, 3)
     wo = specs(at)[0]
-    np.testing.assert_allclose(_z(wo), t.W_O.reshape(12 * 32, 384).double().numpy(), atol=1e-7)
+    full = t.W_O.reshape(12 * 32, 384).double().numpy()  # [h·d_k, d_model] = 384 × 384 > MAX_WO_CELLS a side
+    pooled = full.reshape(192, 2, 192, 2).mean((1, 3))  # 2 × 2 blocks: rows 2j, 2j+1 lie in one head (d_k = 32)
+    np.testing.assert_allclose(_z(wo), pooled, atol=1e-6)
+    assert not np.allclose(pooled, full[::2, ::2], atol=1e-4)  # means, not every other entry
     assert wo["layout"]["yaxis"]["ticktext"] == [f"head {j}" for j in range(12)]
     assert len(wo["layout"]["shapes"]) == 11  # a line between each two heads
-    assert "learned" in wo["layout"]["title"]["text"]
+    title = wo["layout"]["title"]["text"]
+    assert "learned" in title and "2 × 2 block means" in title and "mean" in heatmaps(wo)[0]["hovertemplate"]
+    assert any("384 × 384 entries" in c.value and "download has every entry" in c.value for c in at.caption)
     assert not at.metric  # the bare number is gone; the picture says it
     check = specs(at)[-1]
     single = identity_equivalence(w, x)
@@ -277,9 +282,14 @@ def test_large_pictures_are_block_means_that_say_so() -> None:
     w_o = rng.normal(size=(9, 64, 576)).astype(np.float32)  # SmolLM2's shape: 576 > MAX_WO_CELLS a side
     fig, note = wo_heatmap(w_o, "W^O")
     z = np.asarray(fig.data[0].z, dtype=np.float64)
-    expected = w_o.reshape(576, 576).reshape(288, 2, 288, 2).mean((1, 3))  # 2 × 2 blocks, inside one head each
+    # at most 192 a side: rows pooled 4 by 4 (3 does not divide d_k = 64: a block would straddle two heads), columns 3
+    expected = w_o.reshape(576, 576).reshape(144, 4, 192, 3).mean((1, 3))
     np.testing.assert_allclose(z, expected, atol=1e-5)
-    assert "2 × 2 block" in note and list(fig.layout.yaxis.ticktext) == [f"head {j}" for j in range(9)]
+    assert "4 × 3 block" in note and list(fig.layout.yaxis.ticktext) == [f"head {j}" for j in range(9)]
+    assert "4 × 3 block means" in fig.layout.title.text and "mean" in fig.data[0].hovertemplate
+    fig, note = wo_heatmap(w_o[:3, :, :150], "W^O")  # 192 × 150: every entry, and nothing says "mean"
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), w_o[:3, :, :150].reshape(192, 150))
+    assert note == "" and "mean" not in fig.layout.title.text + fig.data[0].hovertemplate
     left = rng.normal(size=(400, 384))
     right = left.copy()
     right[123, 45] += 1e-3  # one entry off: the printed max must see it even though the picture is pooled
