@@ -20,6 +20,7 @@ from mha_viz.figures import (
     focus_bars,
     heads_grid,
     layer_head_values,
+    line_chart,
     matrix_heatmap,
     scores_heatmap,
     wo_heatmap,
@@ -88,6 +89,7 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "focus_bars": focus_bars,
     "matrix_heatmap": matrix_heatmap,
     "scores_heatmap": scores_heatmap,
+    "line_chart": line_chart,
 }
 
 
