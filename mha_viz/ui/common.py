@@ -117,6 +117,16 @@ def recording_figures() -> Iterator[dict[str, go.Figure | dict]]:
         _DRAWN.reset(token)
 
 
+def forget_figures(prefix: str) -> None:
+    """Drop the figures whose chart key starts with ``prefix`` from the view's .html download (a fragment that
+    draws only some of its figures, e.g. the Lesson's open steps, calls it first; a full run starts empty)."""
+    drawn = _DRAWN.get()
+    if drawn is None:
+        drawn = st.session_state.get(DRAWN_KEY)
+    for key in [k for k in drawn or () if k.startswith(prefix)]:
+        del drawn[key]
+
+
 def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable | str = "ignore") -> object:
     """st.plotly_chart with the toolbar's image download in the chosen format (png or svg)."""
     config = {
