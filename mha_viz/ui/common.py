@@ -17,12 +17,14 @@ from plotly.basedatatypes import BaseFigure
 
 from mha_viz.analysis import drop_special
 from mha_viz.figures import (
+    comparison,
     focus_bars,
     heads_grid,
     layer_head_values,
     line_chart,
     matrix_heatmap,
     scores_heatmap,
+    token_bars,
     wo_heatmap,
 )
 from mha_viz.figures.finish import Finished, finish
@@ -90,6 +92,8 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "matrix_heatmap": matrix_heatmap,
     "scores_heatmap": scores_heatmap,
     "line_chart": line_chart,
+    "comparison": comparison,
+    "token_bars": token_bars,
 }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from mha_viz.claims import Equivalence, identity_blocker
-from mha_viz.figures import comparison, matrix_heatmap, scores_heatmap
+from mha_viz.figures import matrix_heatmap, scores_heatmap
 from mha_viz.lesson import Panel, build_steps, default_head, wo_origin
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import cached_figure, forget_figures, plot
@@ -71,7 +71,8 @@ def show_identity_claim(
 
 def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: str, image_format: str) -> None:
     """Both matrices and their difference, with the largest difference in words."""
-    plot(comparison(eq.left, eq.right, (eq.left_name, eq.right_name), rows, title), key, image_format)
+    fig = cached_figure("comparison", eq.left, eq.right, (eq.left_name, eq.right_name), tuple(rows), title)
+    plot(fig, key, image_format)
     st.caption(f"{eq.note} Largest |difference|: {eq.max_diff:.2e} (float64 rounding: the same computation).")
 
 

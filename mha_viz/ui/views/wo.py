@@ -7,7 +7,6 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import contribution_norms, output_change
-from mha_viz.figures import token_bars
 from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice, valid_choices
 from mha_viz.ui.links import check_float, check_int
@@ -97,7 +96,8 @@ def _what_if(ctx: Ctx) -> None:
     t = ctx.trace(**edits)
     labels = t.tokens
     change = output_change(base.output.numpy(), t.output.numpy())
-    fig = token_bars(
+    fig = cached_figure(
+        "token_bars",
         labels,
         {"relative change |Δ| / |output|": change["relative"], cosine: change["cosine"]},
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
