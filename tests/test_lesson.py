@@ -24,6 +24,14 @@ def _z(spec: dict, k: int = 0) -> np.ndarray:
     return array(heatmaps(spec)[k]["z"]).astype(np.float64)
 
 
+def open_all(at):
+    """Press the Lesson's "Open all steps": every step and both claims open (the page starts with step 1 only)."""
+    at.button(key="lesson_open_all").click().run()
+    assert_clean(at)
+    assert at.button(key="lesson_open_all").label == "Close all steps"
+    return at
+
+
 def _titles(at) -> list[str]:
     return [s["layout"]["title"]["text"] for s in specs(at)]
 
@@ -123,13 +131,17 @@ def test_lesson_steps_are_the_trace(minilm) -> None:
     assert_clean(at)
     assert at.tabs[0].label == "Lesson" and VIEWS[0] == "Lesson"
     labels = [e.label for e in at.expander]
-    assert [lab[: len("Step 1.")] for lab in labels] == list(STEP_TITLES)  # 1..7, in order
+    assert [lab[: len("Step 1.")] for lab in labels[:7]] == list(STEP_TITLES)  # 1..7, in order, all shown
+    assert labels[7].startswith("(a) ") and labels[8].startswith("(b) ")  # the two claims
     _, _, (t,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
     labels = list(t.tokens)
     it, animal = labels.index("it"), labels.index("animal")
     head = int(np.argmax(t.pattern[:, it, animal].numpy()))  # the default: most weight from "it" to "animal"
     assert at.selectbox(key="lesson_head").value == head
-    s = specs(at)
+    (x,) = specs(at)  # the page opens on step 1 only: X, the one matrix drawn
+    np.testing.assert_allclose(_z(x), t.x.double().numpy(), rtol=1e-5, atol=1e-5)
+    assert len([c for c in at.caption if c.value.startswith("More: the ")]) == 1
+    s = specs(open_all(at))
     assert len(s) == 13  # X; Q, K, V; QKᵀ; scaled; masked; softmax; z, concat, output; claims (a) and (b)
     qk = t.q[head].double() @ t.k[head].double().T  # [n, n]
     expected = [t.x, t.q[head], t.k[head], t.v[head], qk, qk * t.scale, t.scores[head], t.pattern[head],
@@ -148,8 +160,7 @@ def test_lesson_steps_are_the_trace(minilm) -> None:
 
 
 def test_lesson_claims_match_torch(minilm) -> None:
-    at = run_app(view="Lesson", layer="1")
-    assert_clean(at)
+    at = open_all(run_app(view="Lesson", layer="1"))
     t, w, x = _minilm_layer(minilm, 1)
     s = specs(at)
     claim_a, claim_b = s[-2], s[-1]
@@ -182,8 +193,7 @@ def test_lesson_claims_match_torch(minilm) -> None:
 
 
 def test_lesson_mask_hover_and_head_from_the_link(minilm) -> None:
-    at = run_app(view="Lesson", causal="true", lesson_head="head 3", layer="0")
-    assert_clean(at)
+    at = open_all(run_app(view="Lesson", causal="true", lesson_head="head 3", layer="0"))
     assert at.selectbox(key="lesson_head").value == 3
     assert any(lab.startswith("Step 5. Mask: causal") for lab in (e.label for e in at.expander))
     masked = next(spec for spec in specs(at) if spec["layout"]["title"]["text"].startswith("masked scores"))
@@ -197,7 +207,15 @@ def test_lesson_mask_hover_and_head_from_the_link(minilm) -> None:
     np.testing.assert_allclose(_z(specs(at)[7]), t.pattern[3].numpy(), atol=1e-6)  # head 3's softmax
     at.selectbox(key="lesson_head").set_value(5).run()
     assert_clean(at)
-    assert specs(at)[1]["layout"]["title"]["text"].startswith("Q_5")
+    assert len(specs(at)) == 13 and specs(at)[1]["layout"]["title"]["text"].startswith("Q_5")  # steps stay open
+    at.button(key="lesson_open_all").click().run()  # "Close all steps"
+    assert_clean(at)
+    assert not specs(at) and at.button(key="lesson_open_all").label == "Open all steps"
+    opened = dict(at.session_state["_lesson_opened"])  # every one closed
+    at.session_state["_lesson_opened"] = opened | {"lesson_step_6": True}  # one opened (as a click on its header)
+    at.run()
+    (softmax,) = specs(at)
+    np.testing.assert_allclose(_z(softmax), t.pattern[5].numpy(), atol=1e-6)
 
 
 def test_lesson_default_head_follows_the_layer(minilm) -> None:
@@ -216,10 +234,15 @@ def test_wo_view_draws_wo_and_the_identity_check(minilm) -> None:
     assert_clean(at)
     t, w, x = _minilm_layer(minilm, 3)
     wo = specs(at)[0]
-    np.testing.assert_allclose(_z(wo), t.W_O.reshape(12 * 32, 384).double().numpy(), atol=1e-7)
+    full = t.W_O.reshape(12 * 32, 384).double().numpy()  # [h·d_k, d_model] = 384 × 384 > MAX_WO_CELLS a side
+    pooled = full.reshape(192, 2, 192, 2).mean((1, 3))  # 2 × 2 blocks: rows 2j, 2j+1 lie in one head (d_k = 32)
+    np.testing.assert_allclose(_z(wo), pooled, atol=1e-6)
+    assert not np.allclose(pooled, full[::2, ::2], atol=1e-4)  # means, not every other entry
     assert wo["layout"]["yaxis"]["ticktext"] == [f"head {j}" for j in range(12)]
     assert len(wo["layout"]["shapes"]) == 11  # a line between each two heads
-    assert "learned" in wo["layout"]["title"]["text"]
+    title = wo["layout"]["title"]["text"]
+    assert "learned" in title and "2 × 2 block means" in title and "mean" in heatmaps(wo)[0]["hovertemplate"]
+    assert any("384 × 384 entries" in c.value and "download has every entry" in c.value for c in at.caption)
     assert not at.metric  # the bare number is gone; the picture says it
     check = specs(at)[-1]
     single = identity_equivalence(w, x)
@@ -237,8 +260,7 @@ def test_own_weights_are_not_called_learned() -> None:
     assert "not learned" in title and "(learned)" not in title
     names = [a["text"] for a in specs(at)[1]["layout"]["annotations"]]
     assert any("original W^O" in nm for nm in names) and not any("learned" in nm for nm in names)
-    at = run_app(view="Lesson", src="Own weights", d_model="64", own_heads="4", init="identity")
-    assert_clean(at)
+    at = open_all(run_app(view="Lesson", src="Own weights", d_model="64", own_heads="4", init="identity"))
     step7 = next(m.value for m in at.markdown if m.value.startswith("Head "))
     assert "not learned" in step7 and "identity init" in step7
 
@@ -247,8 +269,7 @@ def test_own_weights_are_not_called_learned() -> None:
 def test_lesson_on_smollm2_shows_q_k_v_as_used() -> None:
     from mha_viz.pipeline import load
 
-    at = run_app(view="Lesson", src="SmolLM2-135M (bundled)", layer="2")
-    assert_clean(at)
+    at = open_all(run_app(view="Lesson", src="SmolLM2-135M (bundled)", layer="2"))
     lm = load(Config(model="smollm2"))
     _, _, (t,) = traces(Config(model="smollm2"), SENTENCE, layers=[2], lm=lm)
     i = at.selectbox(key="lesson_head").value
@@ -277,9 +298,14 @@ def test_large_pictures_are_block_means_that_say_so() -> None:
     w_o = rng.normal(size=(9, 64, 576)).astype(np.float32)  # SmolLM2's shape: 576 > MAX_WO_CELLS a side
     fig, note = wo_heatmap(w_o, "W^O")
     z = np.asarray(fig.data[0].z, dtype=np.float64)
-    expected = w_o.reshape(576, 576).reshape(288, 2, 288, 2).mean((1, 3))  # 2 × 2 blocks, inside one head each
+    # at most 192 a side: rows pooled 4 by 4 (3 does not divide d_k = 64: a block would straddle two heads), columns 3
+    expected = w_o.reshape(576, 576).reshape(144, 4, 192, 3).mean((1, 3))
     np.testing.assert_allclose(z, expected, atol=1e-5)
-    assert "2 × 2 block" in note and list(fig.layout.yaxis.ticktext) == [f"head {j}" for j in range(9)]
+    assert "4 × 3 block" in note and list(fig.layout.yaxis.ticktext) == [f"head {j}" for j in range(9)]
+    assert "4 × 3 block means" in fig.layout.title.text and "mean" in fig.data[0].hovertemplate
+    fig, note = wo_heatmap(w_o[:3, :, :150], "W^O")  # 192 × 150: every entry, and nothing says "mean"
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), w_o[:3, :, :150].reshape(192, 150))
+    assert note == "" and "mean" not in fig.layout.title.text + fig.data[0].hovertemplate
     left = rng.normal(size=(400, 384))
     right = left.copy()
     right[123, 45] += 1e-3  # one entry off: the printed max must see it even though the picture is pooled

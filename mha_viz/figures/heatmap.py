@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _f32, category_ticks, safe
+from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _esc, _esc_seq, _f32, category_ticks
 
 MASK_COLOUR = "#bdbdbd"  # cells that are not numbers (masked scores, −∞): grey, and the hover says what they are
 _NOT_FINITE = (("−∞ (masked)", np.isneginf), ("+∞", np.isposinf), ("not a number", np.isnan))
@@ -50,37 +50,47 @@ def matrix_heatmap(
         scale |= {k: v for k, v in (("zmin", zmin), ("zmax", zmax)) if v is not None}
     where = "%{y} → %{x}" if attention else "row %{y}, column %{x}"
     hover = WEIGHT_HOVER if attention else f"{where}: %{{z:.4f}}<extra>{value_name}</extra>"
+    # Every text from users is escaped here, before the figure is built once (a built figure's update_* calls and
+    # a pass of safe() cost several times the construction): the same figure safe() would give.
+    ex, ey, meta, name = _esc_seq(xl), _esc_seq(yl), _esc(title), _esc(value_name)
     traces = [
-        go.Heatmap(
-            z=data, x=xl, y=yl, hovertemplate=hover, meta=title, colorbar={"title": value_name}, hoverongaps=False,
-            name=value_name, **scale,
-        )
+        {"type": "heatmap", "z": data, "x": ex, "y": ey, "hovertemplate": hover, "meta": meta,
+         "colorbar": {"title": {"text": value_name}}, "hoverongaps": False, "name": name, **scale}
     ]  # fmt: skip
     for text, test in _NOT_FINITE:  # one grey layer per kind of non-number, drawn over the gaps it leaves
         cells = test(raw)
         if cells.any():
             traces.append(
-                go.Heatmap(
-                    z=np.where(cells, 0.0, np.nan).astype(np.float32), x=xl, y=yl, showscale=False,
-                    colorscale=[[0.0, MASK_COLOUR], [1.0, MASK_COLOUR]], hoverongaps=False, meta=title, name=text,
-                    hovertemplate=f"{where}: {text}<extra>{value_name}</extra>",
-                )
+                {"type": "heatmap", "z": np.where(cells, 0.0, np.nan).astype(np.float32), "x": ex, "y": ey,
+                 "showscale": False, "colorscale": [[0.0, MASK_COLOUR], [1.0, MASK_COLOUR]], "hoverongaps": False,
+                 "meta": meta, "name": _esc(text), "hovertemplate": f"{where}: {text}<extra>{value_name}</extra>"}
             )  # fmt: skip
-    fig = go.Figure(traces)
-    fig.update_yaxes(autorange="reversed")
     height = height or int(min(720, max(300, 26 * rows + 140)))
+    xaxis: dict = {}
+    yaxis: dict = {"autorange": "reversed"}
     if x is not None:
         ticks, k = category_ticks(xl, width - 220, angle=-60 if len(xl) <= 20 else -90)
-        fig.update_xaxes(**ticks, title=_thinned(k, "column"))
+        xaxis |= _escaped_ticks(ticks) | _axis_title(k, "column")
     if y is not None:
         ticks, k = category_ticks(yl, height - 150)
-        fig.update_yaxes(**ticks, title=_thinned(k, "row"))
-    fig.update_layout(
-        title={"text": title, "font": {"size": 14}},
-        height=height,
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-    )
-    return safe(fig)
+        yaxis |= _escaped_ticks(ticks) | _axis_title(k, "row")
+    layout = {
+        "xaxis": xaxis,
+        "yaxis": yaxis,
+        "title": {"text": _esc(title), "font": {"size": 14}},
+        "height": height,
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+    }
+    return go.Figure({"data": traces, "layout": layout})
+
+
+def _escaped_ticks(ticks: dict) -> dict:
+    """category_ticks' settings with the tick values and texts (token labels) escaped, as safe() does."""
+    return {**ticks, "tickvals": _esc_seq(list(ticks["tickvals"])), "ticktext": _esc_seq(list(ticks["ticktext"]))}
+
+
+def _axis_title(k: int, what: str) -> dict:
+    return {"title": _thinned(k, what) or {}}
 
 
 def _thinned(k: int, what: str) -> dict | None:

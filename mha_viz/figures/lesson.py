@@ -14,7 +14,7 @@ from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _f32, block_labels, sa
 from mha_viz.figures.heatmap import matrix_heatmap
 
 MAX_TEXT_CELLS = 40_000  # masked scores up to this many cells get a hover text per cell ("−∞ (masked)")
-MAX_WO_CELLS = 512  # per side of the W^O heatmap; larger W^O is shown as block means
+MAX_WO_CELLS = 192  # per side of the W^O heatmap; larger W^O is shown as block means (never across two heads)
 MAX_COMPARISON_CELLS = 60_000  # per matrix of a comparison; larger ones are shown as block means
 
 
@@ -132,15 +132,18 @@ def wo_heatmap(W_O: np.ndarray, title: str, max_cells: int = MAX_WO_CELLS) -> tu
     fr = next((f for f in range(1, dk + 1) if dk % f == 0 and h * dk / f <= max_cells), dk)
     fc = max(1, math.ceil(d / max_cells))
     z = _pool_axis(_pool_axis(m, fr, 0), fc, 1).astype(np.float32)
-    note = ""
-    if fr > 1 or fc > 1:
+    note, pooled = "", fr > 1 or fc > 1
+    if pooled:
         note = (
             f"W^O has {h * dk} × {d} entries: each cell shows the mean of a {fr} × {fc} block (rows of one "
-            "head only), to keep the picture readable; the download has every entry."
+            "head only), to keep the page light and readable; the download has every entry."
         )
+        title += f" · shown as {fr} × {fc} block means"
     ys, xs = np.arange(0, h * dk, fr), np.arange(0, d, fc)
     lim = float(np.abs(z).max(initial=0.0)) or 1.0
-    span = "" if fr == 1 else f"…+{fr - 1}"
+    rspan = "" if fr == 1 else f"…+{fr - 1}"
+    cspan = "" if fc == 1 else f"…+{fc - 1}"
+    value = "mean %{z:.4f}" if pooled else "%{z:.4f}"
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -151,8 +154,8 @@ def wo_heatmap(W_O: np.ndarray, title: str, max_cells: int = MAX_WO_CELLS) -> tu
             zmin=-lim,
             zmax=lim,
             meta="W^O",
-            colorbar={"title": "weight"},
-            hovertemplate=f"concat row %{{y}}{span}, d_model column %{{x}}: %{{z:.4f}}<extra>W^O</extra>",
+            colorbar={"title": "block mean" if pooled else "weight"},
+            hovertemplate=f"concat row %{{y}}{rspan}, d_model column %{{x}}{cspan}: {value}<extra>W^O</extra>",
         )
     )
     every = max(1, math.ceil(h / 32))  # at most 32 head labels

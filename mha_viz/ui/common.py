@@ -16,7 +16,17 @@ import streamlit as st
 from plotly.basedatatypes import BaseFigure
 
 from mha_viz.analysis import drop_special
-from mha_viz.figures import focus_bars, heads_grid, layer_head_values
+from mha_viz.figures import (
+    comparison,
+    focus_bars,
+    heads_grid,
+    layer_head_values,
+    line_chart,
+    matrix_heatmap,
+    scores_heatmap,
+    token_bars,
+    wo_heatmap,
+)
 from mha_viz.figures.finish import Finished, finish
 from mha_viz.norms import shown_pattern
 from mha_viz.trace import AttentionTrace
@@ -64,18 +74,36 @@ def trace_shown(
     return shown(shown_pattern(trace, measure), trace.tokens, special, hide, trace.key_tokens, key_special)
 
 
-@sized_cache(max_entries=64, max_mb=64)
-def cached_figure(builder: str, *args: object) -> dict:
-    """A figure with many panels (built by figures.<builder>), kept as its JSON-ready dict.
+@sized_cache(max_entries=128, max_mb=64)
+def cached_figure(builder: str, *args: object, **kwargs: object) -> dict:
+    """A figure (built by figures.<builder>), kept finished as its JSON-ready dict.
 
-    make_subplots with a dozen panels costs more than everything else in a rerun; the dict re-enters
-    Plotly several times faster. Keys are the plain data (arrays, label tuples), so hits are exact. The dict is
-    finished (figures.finish: margins fitted, no template), so plot() sends it as it is.
+    Building a Plotly figure costs more than everything else in a rerun (make_subplots with a dozen panels most of
+    all); a layer, head or tab seen before is drawn again from here. Keys are the plain data (arrays, label tuples,
+    settings), so hits are exact. The dict is finished (figures.finish: margins fitted, no template), so plot() sends
+    it as it is; it is shared, and nothing changes it.
     """
-    return finish(FIGURE_BUILDERS[builder](*args))
+    return finish(FIGURE_BUILDERS[builder](*args, **kwargs))
 
 
-FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {"heads_grid": heads_grid, "focus_bars": focus_bars}
+FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
+    "heads_grid": heads_grid,
+    "focus_bars": focus_bars,
+    "matrix_heatmap": matrix_heatmap,
+    "scores_heatmap": scores_heatmap,
+    "line_chart": line_chart,
+    "comparison": comparison,
+    "token_bars": token_bars,
+}
+
+
+@sized_cache(max_entries=16, max_mb=16)
+def cached_wo_figure(W_O: np.ndarray, title: str) -> tuple[dict, str]:
+    """figures.wo_heatmap, finished and kept (its pooling and Plotly build are the W^O tab's largest cost)."""
+    fig, note = wo_heatmap(W_O, title)
+    return finish(fig), note
+
+
 _DRAWN: ContextVar[dict | None] = ContextVar("mha_viz_drawn", default=None)  # figures plot() drew in this view run
 DRAWN_KEY = "_mha_viz_drawn"  # the same dict in the session: a fragment's rerun (outside the view run) updates it
 
@@ -91,6 +119,16 @@ def recording_figures() -> Iterator[dict[str, go.Figure | dict]]:
         yield drawn
     finally:
         _DRAWN.reset(token)
+
+
+def forget_figures(prefix: str) -> None:
+    """Drop the figures whose chart key starts with ``prefix`` from the view's .html download (a fragment that
+    draws only some of its figures, e.g. the Lesson's open steps, calls it first; a full run starts empty)."""
+    drawn = _DRAWN.get()
+    if drawn is None:
+        drawn = st.session_state.get(DRAWN_KEY)
+    for key in [k for k in drawn or () if k.startswith(prefix)]:
+        del drawn[key]
 
 
 def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable | str = "ignore") -> object:
@@ -152,20 +190,33 @@ def csv_bytes(header: Sequence[str], rows: Sequence[Sequence[object]]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def downloads(key: str, npz: dict[str, np.ndarray] | None = None, csv_data: bytes | None = None) -> None:
-    """Download buttons for a view's data (.npz arrays and/or a .csv table)."""
+def downloads(
+    key: str, npz: dict[str, np.ndarray] | None = None, csv_data: bytes | Callable[[], bytes] | None = None
+) -> None:
+    """Download buttons for a view's data (.npz arrays and/or a .csv table).
+
+    The files are built when a button is clicked, not on every rerun: Streamlit calls the callable then (on its
+    own thread; the arrays are the frozen ones this run drew). ``csv_data`` may be such a callable too. A click
+    does not rerun the page."""
     cols = st.columns(4)
     if npz is not None:
+        arrays = dict(npz)
         cols[0].download_button(
             "Download data (.npz)",
-            npz_bytes(npz),
+            lambda: npz_bytes(arrays),
             file_name=f"mha-viz-{key}.npz",
             mime="application/octet-stream",
             key=f"dl-npz-{key}",
+            on_click="ignore",
         )
     if csv_data is not None:
         cols[1].download_button(
-            "Download table (.csv)", csv_data, file_name=f"mha-viz-{key}.csv", mime="text/csv", key=f"dl-csv-{key}"
+            "Download table (.csv)",
+            csv_data,
+            file_name=f"mha-viz-{key}.csv",
+            mime="text/csv",
+            key=f"dl-csv-{key}",
+            on_click="ignore",
         )
 
 

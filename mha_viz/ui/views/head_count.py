@@ -7,11 +7,11 @@ import streamlit as st
 
 from mha_viz.budget import check_grid
 from mha_viz.edits import divisors
-from mha_viz.figures import heads_grid, line_chart
 from mha_viz.figures.common import plural
 from mha_viz.ui.cache import MAX_SWEEP_HEADS, get_sweep, sweep_counts
-from mha_viz.ui.common import csv_bytes, downloads, plot
+from mha_viz.ui.common import cached_figure, csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.timing import timed_fragment
 
 
 def headcount_view(ctx: Ctx) -> None:
@@ -47,6 +47,15 @@ def headcount_view(ctx: Ctx) -> None:
             "projections into another count keeps every weight but changes which dimensions are softmaxed "
             "together — it is not what the model computes."
         )
+    _resplit(ctx, counts)
+
+
+@st.fragment
+@timed_fragment
+def _resplit(ctx: Ctx, counts: list[int]) -> None:
+    """The head count picker and what it shows: a fragment, so a new count reruns only this part."""
+    w = ctx.base
+    width = w.n_heads * w.d_head
     valid_choice("hc", counts, w.n_heads)
     hc = int(st.selectbox("Head count", counts, key="hc", bind="query-params"))
     check_grid(hc)
@@ -56,25 +65,27 @@ def headcount_view(ctx: Ctx) -> None:
     if sh.note:
         st.info(sh.note)
     cols = 4 if hc <= 16 else 8
-    plot(heads_grid(sh.pattern, sh.labels, cols=cols, clickable=False), "headcount_grid", ctx.c.image_format)
+    grid = cached_figure("heads_grid", sh.pattern, tuple(sh.labels), None, cols, False)
+    plot(grid, "headcount_grid", ctx.c.image_format)
     sweep = get_sweep(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
     series = {
         "mean entropy (nats)": sweep["mean_entropy"],
         "mean largest weight": sweep["mean_max_weight"],
         "output change vs original": sweep["output_change"],
     }
-    plot(
-        line_chart(sweep["heads"], series, "Across head counts (same weights, re-split)", "heads"),
-        "headcount_summary",
-        ctx.c.image_format,
+    summary = cached_figure(
+        "line_chart", sweep["heads"], series, "Across head counts (same weights, re-split)", "heads"
     )
+    plot(summary, "headcount_summary", ctx.c.image_format)
     st.caption(
         "Fewer heads: each softmax sees more dimensions and attention tends to collapse onto one pattern; more heads: "
         "each subspace is smaller. Output change: |output − original output| / |original output| over all tokens."
     )
-    rows = list(zip(sweep["heads"], *series.values(), strict=True))
     downloads(
         "headcount",
         npz={"tokens": np.asarray(sh.labels, dtype=str), "pattern": sh.pattern},
-        csv_data=csv_bytes(["heads", "mean_entropy_nats", "mean_max_weight", "output_change"], rows),
+        csv_data=lambda: csv_bytes(
+            ["heads", "mean_entropy_nats", "mean_max_weight", "output_change"],
+            list(zip(sweep["heads"], *series.values(), strict=True)),
+        ),
     )

@@ -8,7 +8,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.budget import check_grid
-from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
+from mha_viz.figures import GRID_MAX_CELLS
 from mha_viz.figures.common import plural
 from mha_viz.roles import head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace
@@ -115,18 +115,20 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     with left:
         what = "attention weights" if ctx.measure == "weight" else "contribution shares"
         title = f"{ctx.where.capitalize()}, head {head}: {what} [{n} × {len(sh.key_labels)}]"
-        fig = matrix_heatmap(
-            sh.pattern[head], sh.key_labels, sh.labels, title, value_name=ctx.value_name, attention=True
-        )
+        fig = cached_figure(
+            "matrix_heatmap", sh.pattern[head], sh.key_labels, sh.labels, title, value_name=ctx.value_name,
+            attention=True,
+        )  # fmt: skip
         plot(fig, "head_large", ctx.c.image_format)
     with right:
         strip = sh.pattern[:, q, :]  # [h, keys]: the focus token's row in every head
         title = f"“{focus}” as the query: its {ctx.value_name}s in every head [{h} × {len(sh.key_labels)}]"
-        fig = matrix_heatmap(strip, sh.key_labels, head_names(h), title, value_name=ctx.value_name)
+        fig = cached_figure(
+            "matrix_heatmap", strip, sh.key_labels, tuple(head_names(h)), title, value_name=ctx.value_name
+        )
         plot(fig, "focus_strip", ctx.c.image_format)
     bars = cached_figure("focus_bars", sh.pattern, tuple(sh.key_labels), q, 4, focus)
     plot(bars, "focus_bars", ctx.c.image_format)
-    rows = [[f"head {i}", *(f"{v:.6g}" for v in sh.pattern[i, q])] for i in range(h)]
     downloads(
         "heads",
         npz={
@@ -134,8 +136,14 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
             "key_tokens": np.asarray(sh.key_labels, dtype=str),
             "pattern": sh.pattern,
         },
-        csv_data=csv_bytes([f"{focus} → key", *sh.key_labels], rows),
+        csv_data=lambda: focus_csv(sh, q, focus),
     )
+
+
+def focus_csv(sh: Shown, q: int, focus: str) -> bytes:
+    """The focus token's row in every head, as the .csv download (built when it is clicked)."""
+    rows = [[f"head {i}", *(f"{v:.6g}" for v in sh.pattern[i, q])] for i in range(sh.pattern.shape[0])]
+    return csv_bytes([f"{focus} → key", *sh.key_labels], rows)
 
 
 def _model_terms(t: AttentionTrace) -> None:

@@ -9,12 +9,13 @@ from collections.abc import Callable
 import streamlit as st
 
 from mha_viz.claims import Equivalence, identity_blocker
-from mha_viz.figures import comparison, matrix_heatmap, scores_heatmap
+from mha_viz.figures import matrix_heatmap, scores_heatmap
 from mha_viz.lesson import Panel, build_steps, default_head, wo_origin
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
-from mha_viz.ui.common import plot
+from mha_viz.ui.common import cached_figure, forget_figures, plot
 from mha_viz.ui.context import Ctx, valid_choice
 from mha_viz.ui.sidebar import plain as escaped
+from mha_viz.ui.timing import timed_fragment
 
 WINDOW_ROWS = 128  # query rows per matrix; a longer text is shown as a window the user moves
 AUTO = "_lesson_auto"  # session_state: (what the default was computed for, that default)
@@ -70,44 +71,121 @@ def show_identity_claim(
 
 def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: str, image_format: str) -> None:
     """Both matrices and their difference, with the largest difference in words."""
-    plot(comparison(eq.left, eq.right, (eq.left_name, eq.right_name), rows, title), key, image_format)
+    fig = cached_figure("comparison", eq.left, eq.right, (eq.left_name, eq.right_name), tuple(rows), title)
+    plot(fig, key, image_format)
     st.caption(f"{eq.note} Largest |difference|: {eq.max_diff:.2e} (float64 rounding: the same computation).")
+
+
+STEP_KEY = "lesson_step_{}"  # session_state: whether step n's expander is open (the claims: CLAIM_KEYS)
+CLAIM_KEYS = ("lesson_claim_a", "lesson_claim_b")
+N_STEPS = 7
+OPENED = "_lesson_opened"  # session_state: {expander key: open}, what the reader opened or closed
+
+
+def _open_keys() -> list[str]:
+    return [STEP_KEY.format(n) for n in range(1, N_STEPS + 1)] + list(CLAIM_KEYS)
+
+
+def _is_open(key: str) -> bool:
+    """Open unless the reader closed it: step 1; everything else only once opened."""
+    return st.session_state.get(OPENED, {}).get(key, key == STEP_KEY.format(1))
+
+
+def _all_open() -> bool:
+    return all(_is_open(k) for k in _open_keys())
+
+
+def _open_all() -> None:
+    """The "Open all steps" button: every step and both claims open (or, when they all are, every one closes)."""
+    value = not _all_open()
+    st.session_state[OPENED] = dict.fromkeys(_open_keys(), value)
+
+
+def _remember(key: str) -> None:
+    st.session_state.setdefault(OPENED, {})[key] = bool(st.session_state[key])
+
+
+def lazy_box(label: str, key: str):
+    """A keyed expander whose content is drawn only while it is open (``.open``); opening it reruns the lesson.
+
+    Its state is kept apart (OPENED) and handed to it before it is drawn: Streamlit identifies an expander by its
+    label too, and a label that names the head ("Q, K, V of head 5") would otherwise close when the head changes."""
+    st.session_state[key] = _is_open(key)
+    box = st.expander(label, key=key, on_change=_remember, args=(key,))
+    return box
 
 
 def lesson_view(ctx: Ctx) -> None:
     ctx.hiding_not_applied("the lesson shows every matrix exactly as the model computes it.")
+    _lesson(ctx)
+
+
+@st.fragment
+@timed_fragment
+def _lesson(ctx: Ctx) -> None:
+    """The lesson: every step's header is shown, its matrices only while it is open (step 1 at first), so the first
+    page draws one step; a fragment, so opening a step or choosing another head reruns only the lesson."""
+    forget_figures("lesson_")  # a step closed since the last run no longer belongs in the page's .html download
     t = ctx.trace()
     b = ctx.base
     h = t.n_heads
     auto, why = default_head(t.pattern.numpy(), b.tokens.pieces, b.key_tokens.pieces)
     _follow_default(ctx, auto)
     valid_choice("lesson_head", list(range(h)), auto)
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
     i = int(
-        st.selectbox("Head", list(range(h)), key="lesson_head", bind="query-params", format_func=lambda j: f"head {j}")
+        left.selectbox(
+            "Head", list(range(h)), key="lesson_head", bind="query-params", format_func=lambda j: f"head {j}"
+        )
+    )
+    right.button(
+        "Close all steps" if _all_open() else "Open all steps",
+        key="lesson_open_all",
+        on_click=_open_all,
+        help="Every step's matrices and both claims at once (a longer page to draw).",
     )
     st.markdown(
         escaped(
             f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}."
         )
         + " Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
-        "or the head and the lesson follows."
+        "or the head and the lesson follows. Open a step to see its matrices."
     )
     st.caption(escaped(f"Opened first: {why}."))
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
     for step in steps:
-        with st.expander(f"Step {step.number}. {step.title}", expanded=True):
+        box = lazy_box(f"Step {step.number}. {step.title}", STEP_KEY.format(step.number))
+        if not box.open:
+            continue
+        with box:
             st.markdown(step.text)
             for start in range(0, len(step.panels), 3):  # rows of up to three matrices
                 cols = st.columns(3)
                 for j, p in enumerate(step.panels[start : start + 3]):
                     with cols[j]:
-                        plot(
-                            panel_figure(window_rows(p, rows)), f"lesson_{step.number}_{start + j}", ctx.c.image_format
-                        )
+                        fig = lesson_figure(window_rows(p, rows))
+                        plot(fig, f"lesson_{step.number}_{start + j}", ctx.c.image_format)
             st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
     _claims(ctx, rows)
+
+
+def lesson_figure(p: Panel, height: int = 380) -> dict:
+    """panel_figure, finished and kept (a head, layer or text seen before is drawn again from the cache)."""
+    if p.kind == "scores":
+        return cached_figure("scores_heatmap", p.matrix, p.col_labels, p.row_labels, p.title, height=height)
+    return cached_figure(
+        "matrix_heatmap",
+        p.matrix,
+        p.col_labels,
+        p.row_labels,
+        p.title,
+        diverging=p.kind == "signed",
+        value_name=p.value_name,
+        attention=p.kind == "weights",
+        height=height,
+    )
 
 
 def _row_window(n: int) -> slice:
@@ -145,23 +223,31 @@ def _claims(ctx: Ctx, rows: slice | None = None) -> None:
     b = ctx.base
     t = ctx.trace()
     st.markdown("#### Two claims of the articles, checked on this layer now")
-    st.markdown(
-        "**(a) Small matrices or one big matrix: the same result.** A loop over the heads (each with its own "
-        "projections, softmax(Q_h K_hᵀ · s) V_h, then concat and · W^O) against the fast form: one projection "
-        "for all heads, reshaped into [heads × tokens × d_k], one batched product."
-    )
-    eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, b.plain)
     rows = rows or slice(0, len(t.tokens))
-    if rows.stop - rows.start < len(t.tokens):  # the window's rows; the largest difference is over every row
-        eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + _all_rows(eq))
-    show_equivalence(
-        eq, t.tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.c.image_format
-    )
-    st.markdown(
-        "**(b) One head with W^O = I is plain self-attention.** Re-split this layer's projections into a single "
-        "head of width d_model and replace W^O by the identity: the result is softmax(X W_Q (X W_K)ᵀ / √d) X W_V."
-    )
-    show_identity_claim(ctx, t.tokens, "lesson_eq_b", st.info, " The bundled MiniLM or own weights show it.", rows)
+    box = lazy_box("(a) Small matrices or one big matrix: the same result", CLAIM_KEYS[0])
+    if box.open:
+        with box:
+            st.markdown(
+                "A loop over the heads (each with its own projections, softmax(Q_h K_hᵀ · s) V_h, then concat and "
+                "· W^O) against the fast form: one projection for all heads, reshaped into [heads × tokens × d_k], "
+                "one batched product."
+            )
+            eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, b.plain)
+            if rows.stop - rows.start < len(t.tokens):  # the window's rows; the largest difference is over every row
+                eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + _all_rows(eq))
+            show_equivalence(
+                eq, t.tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a",
+                ctx.c.image_format,
+            )  # fmt: skip
+    box = lazy_box("(b) One head with W^O = I is plain self-attention", CLAIM_KEYS[1])
+    if box.open:
+        with box:
+            st.markdown(
+                "Re-split this layer's projections into a single head of width d_model and replace W^O by the "
+                "identity: the result is softmax(X W_Q (X W_K)ᵀ / √d) X W_V."
+            )
+            hint = " The bundled MiniLM or own weights show it."
+            show_identity_claim(ctx, t.tokens, "lesson_eq_b", st.info, hint, rows)
 
 
 def _all_rows(eq: Equivalence) -> str:

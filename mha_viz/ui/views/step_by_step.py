@@ -14,6 +14,7 @@ from mha_viz.ui.cache import get_own_weights, model_of, recording_of
 from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice
 from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.timing import timed_fragment
 
 
 @sized_cache(max_entries=32, max_mb=1)
@@ -28,6 +29,13 @@ def layer_biases(config: Config, text: str, target: str | None, part: str, layer
 
 def step_view(ctx: Ctx) -> None:
     ctx.hiding_not_applied("every step shows the matrices exactly as the model computes them.")
+    _one_head(ctx)
+
+
+@st.fragment
+@timed_fragment
+def _one_head(ctx: Ctx) -> None:
+    """The head picker and its steps: a fragment, so choosing another head reruns only this part."""
     t = ctx.trace()
     h, n, dk = t.q.shape
     d = t.output.shape[1]

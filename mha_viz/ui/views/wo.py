@@ -7,10 +7,10 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import contribution_norms, output_change
-from mha_viz.figures import matrix_heatmap, token_bars, wo_heatmap
-from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
+from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice, valid_choices
 from mha_viz.ui.links import check_float, check_int
+from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.views.lesson import show_identity_claim, wo_words
 
 WO_MODES = {
@@ -71,38 +71,48 @@ def wo_view(ctx: Ctx) -> None:
     base = ctx.trace()
     h = base.n_heads
     own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
-    cosine = "cosine to the output with the " + ("learned" if not ctx.base.own else "original") + " W^O"
     st.markdown(_intro(ctx))
-    fig, note = wo_heatmap(
+    fig, note = cached_wo_figure(
         base.W_O.numpy(),
         f"W^O of {ctx.where} ({own})   [{h * base.W_O.shape[1]} × {base.W_O.shape[2]}], one band per head",
     )
     plot(fig, "wo_matrix", ctx.c.image_format)
     if note:
         st.caption(note)
+    _what_if(ctx)
+    st.markdown("**One head and W^O = identity is plain single-head self-attention** (the check of the Lesson tab)")
+    show_identity_claim(ctx, base.tokens, "wo_identity", st.caption)
+
+
+@st.fragment
+@timed_fragment
+def _what_if(ctx: Ctx) -> None:
+    """W^O swapped for another and the output compared: a fragment, so a change of the variant (mode, seed, heads,
+    factor) reruns only this part."""
+    base = ctx.trace()
+    h = base.n_heads
+    cosine = "cosine to the output with the " + ("learned" if not ctx.base.own else "original") + " W^O"
     edits = _wo_edits(h)
     t = ctx.trace(**edits)
     labels = t.tokens
     change = output_change(base.output.numpy(), t.output.numpy())
-    fig = token_bars(
+    fig = cached_figure(
+        "token_bars",
         labels,
         {"relative change |Δ| / |output|": change["relative"], cosine: change["cosine"]},
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
     plot(fig, "wo_change", ctx.c.image_format)
     norms = contribution_norms(t.z.numpy(), t.W_O.numpy())  # [h, n]
-    plot(
-        matrix_heatmap(
-            norms,
-            labels,
-            head_names(h),
-            "Each head's contribution after W^O: ‖z_h · W^O_h‖ per token",
-            value_name="norm",
-        ),
-        "wo_norms",
-        ctx.c.image_format,
+    fig = cached_figure(
+        "matrix_heatmap",
+        norms,
+        labels,
+        tuple(head_names(h)),
+        "Each head's contribution after W^O: ‖z_h · W^O_h‖ per token",
+        value_name="norm",
     )
-    rows = [[labels[i], f"{change['relative'][i]:.6g}", f"{change['cosine'][i]:.6g}"] for i in range(len(labels))]
+    plot(fig, "wo_norms", ctx.c.image_format)
     downloads(
         "wo",
         npz={
@@ -112,7 +122,11 @@ def wo_view(ctx: Ctx) -> None:
             "output": t.output.numpy(),
             "original_output": base.output.numpy(),
         },
-        csv_data=csv_bytes(["token", "relative_change", "cosine"], rows),
+        csv_data=lambda: change_csv(labels, change),
     )
-    st.markdown("**One head and W^O = identity is plain single-head self-attention** (the check of the Lesson tab)")
-    show_identity_claim(ctx, base.tokens, "wo_identity", st.caption)
+
+
+def change_csv(labels: tuple[str, ...], change: dict[str, np.ndarray]) -> bytes:
+    """The output change per token, as the .csv download (built when it is clicked)."""
+    rows = [[labels[i], f"{change['relative'][i]:.6g}", f"{change['cosine'][i]:.6g}"] for i in range(len(labels))]
+    return csv_bytes(["token", "relative_change", "cosine"], rows)
