@@ -94,7 +94,7 @@ def main() -> None:
     for i in range(1, args.inputs + 1):
         text = sentence(i, long=i % 10 == 0)
         if i <= args.pages:
-            at.sidebar.text_input(key="text").set_value(text).run()
+            at.sidebar.text_area(key="text").set_value(text).run()
             assert not at.exception, at.exception
         else:  # the cached pipeline calls of a page (what holds memory), without drawing
             base = cache.get_base(config, text, None, None, 0)
