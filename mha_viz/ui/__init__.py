@@ -11,7 +11,7 @@ from mha_viz import budget
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import get_base, model_of
+from mha_viz.ui.cache import drop_held_recordings, get_base, model_of
 from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
@@ -161,6 +161,7 @@ def _page(c: Controls) -> None:
         if tab.open:
             with tab, st.spinner("Computing…"):
                 guarded(lambda name=name: _run_view(name, ctx))
+    drop_held_recordings()
     release_memory()
 
 
