@@ -101,10 +101,12 @@ def test_every_view_renders_at_limit_plus_100(view: str, minilm: LoadedModel) ->
 
 def test_lesson_window_draws_the_opened_heads_exact_weights(minilm: LoadedModel) -> None:
     from tests.test_app import array, heatmaps, specs
+    from tests.test_lesson import open_all
 
     text = over_limit(minilm, 100)
     at = run_app(view="Lesson", text=text, layer="1", lesson_head="head 3", lesson_rows="tokens 128–255")
     assert_clean(at)
+    open_all(at)  # the steps are lazy: open them all
     assert at.selectbox(key="lesson_rows").value == 128
     want = layer_trace(minilm, record(minilm, text), None, 1, Config()).pattern[3].numpy()  # [512, 512]
     found = [hm for s in specs(at) for hm in heatmaps(s) if str(hm.get("meta", "")).startswith("weights = softmax")]

@@ -87,6 +87,9 @@ def test_heads_view_draws_contributions_and_the_sink_panel(minilm) -> None:
 
     at = run_app(view="Heads", layer="2", contrib="true")
     assert_clean(at)
+    at.session_state["sinks_open"] = True  # open the (lazy) sink panel
+    at.run()
+    assert_clean(at)
     _, _, (t,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
     grid = heatmaps(specs(at)[0])
     np.testing.assert_allclose(array(grid[4]["z"]), norms.shown_pattern(t, "contribution")[4], atol=1e-6)
