@@ -86,8 +86,16 @@ def focus_weights(
 ) -> np.ndarray:
     """Query ``q``'s weight (or contribution share) on key ``k`` in every layer × head: patterns[:, :, q, k]
     without the patterns. Shapes: returns [L, H] float32."""
+    return focus_rows(lm, rec, part, config, q, measure)[:, :, k]
+
+
+def focus_rows(
+    lm: LoadedModel, rec: Recording, part: str | None, config: Config, q: int, measure: str = "weight"
+) -> np.ndarray:
+    """Query ``q``'s whole row in every layer × head: patterns[:, :, q, :] without the patterns.
+    Shapes: returns [L, H, n_k] float32."""
     part = lm.part(part)
-    return np.stack([layer_rows(lm, rec, part, i, config, [q], measure)[:, 0, k] for i in range(lm.n_layers(part))])
+    return np.stack([layer_rows(lm, rec, part, i, config, [q], measure)[:, 0] for i in range(lm.n_layers(part))])
 
 
 def block_means(stack: np.ndarray, f: int) -> np.ndarray:

@@ -160,3 +160,24 @@ def test_smollm2_long_views_render_windowed_and_pooled() -> None:
         assert_clean(at)
         total = sum(len(c.proto.spec) for c in at.get("plotly_chart"))
         assert total < 15e6, (view, total)
+
+
+def test_two_sentences_from_focus_rows_equal_the_full_patterns(minilm: LoadedModel, rec) -> None:
+    from mha_viz.analysis import align_tokens, focus_shift
+    from mha_viz.referents import referent_shift
+
+    text_b = TEXT.replace("tired", "wide")
+    rec_b = record(minilm, text_b)
+    pa, pb = all_patterns(minilm, rec, None, Config()), all_patterns(minilm, rec_b, None, Config())
+    la, lb = rec.query_tokens("encoder").labels, rec_b.query_tokens("encoder").labels
+    pairs = align_tokens(list(la), list(lb))
+    qa, qb = len(la) - 2, len(lb) - 2
+    ra, rb = rows.focus_rows(minilm, rec, None, Config(), qa), rows.focus_rows(minilm, rec_b, None, Config(), qb)
+    np.testing.assert_allclose(ra, pa[:, :, qa], atol=1e-6)
+    c = (pairs[2], pairs[5])
+    want = referent_shift(pa, pb, qa, qb, pairs, (c[0][0], c[1][0]), (c[0][1], c[1][1]))
+    got = referent_shift(ra[:, :, None], rb[:, :, None], 0, 0, pairs, (c[0][0], c[1][0]), (c[0][1], c[1][1]))
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], atol=1e-6)
+    np.testing.assert_allclose(focus_shift(ra[:, :, None][1], rb[:, :, None][1], 0, 0, pairs)["change"],
+                               focus_shift(pa[1], pb[1], qa, qb, pairs)["change"], atol=1e-6)  # fmt: skip

@@ -335,3 +335,11 @@ def get_role_labels(
     punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
     pattern = get_trace(config, text, target, part, layer).pattern.numpy()  # [h, n, n]
     return tuple(str(label) for label in head_roles(pattern, special, punct, names, tokens.ids)["label"])
+
+
+@sized_cache(max_entries=32, max_mb=16)
+def get_focus_rows(config: Config, text: str, target: str | None, part: str | None, q: int) -> np.ndarray:
+    """Query q's row of every layer × head's weights. Shapes: [L, H, n_k] float32."""
+    from mha_viz import rows
+
+    return rows.focus_rows(model_of(config), recording_of(config, text, target), part, config, q)

@@ -19,7 +19,7 @@ from mha_viz.referents import (
     second_sentence,
     shared_weights,
 )
-from mha_viz.ui.cache import tokens_of
+from mha_viz.ui.cache import get_focus_rows, get_trace, tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, set_linked, valid_choice
 from mha_viz.ui.sidebar import check_text, plain
@@ -28,6 +28,7 @@ SECOND_TEXT = "The animal didn't cross the street because it was too wide"
 LAST = "the last token (each sentence's own)"
 SHOWN = ("two_layer", "two_head")
 TOP = 5
+WINDOW_ROWS = 128  # the two patterns beyond 128 tokens: the rows around the focus token
 NOTE = "_two_note"  # session_state: what the "replace word" button could not do
 
 
@@ -136,9 +137,11 @@ def two_view(ctx: Ctx) -> None:
         st.info("Choose two different candidate referents.")
         return
     qa, qb = choices[focus]
-    pa, pb = ctx.patterns(), ctx.patterns(text_b)  # [L, H, na, na], [L, H, nb, nb]
+    # the focus rows only (row 0 of each): [L, H, 1, na], [L, H, 1, nb] = patterns[:, :, q : q + 1]
+    pa = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, qa)[:, :, None]
+    pb = get_focus_rows(ctx.config, text_b, ctx.target, ctx.part, qb)[:, :, None]
     cands = (where[c1], where[c2])
-    r = referent_shift(pa, pb, qa, qb, pairs, (cands[0][0], cands[1][0]), (cands[0][1], cands[1][1]))
+    r = referent_shift(pa, pb, 0, 0, pairs, (cands[0][0], cands[1][0]), (cands[0][1], cands[1][1]))
     f, n1, n2 = plain(focus), plain(c1), plain(c2)
     st.markdown(
         f"**Moved weight** of a head: take the row of “{f}” in each sentence, keep only the {len(pairs)} keys "
@@ -158,7 +161,7 @@ def two_view(ctx: Ctx) -> None:
             f"{n2} {r['a2'][la, he]:.2f} → {r['b2'][la, he]:.2f})"
         )
         right.button("Open", key=f"two_open_{rank}", on_click=_show, args=(la, he))
-    _shown_head(ctx, pa, pb, qa, qb, pairs, focus, tokens_b.labels, top[0][:2], r)
+    _shown_head(ctx, pa, pb, qa, qb, pairs, focus, text_b, tokens_b.labels, top[0][:2], r)
 
 
 def _shown_head(
@@ -169,12 +172,14 @@ def _shown_head(
     qb: int,
     pairs: list[tuple[int, int]],
     focus: str,
+    text_b: str,
     labels_b: Sequence[str],
     top: tuple[int, int],
     r: dict[str, np.ndarray],
 ) -> None:
     """The chosen head: the focus token's weights over the shared keys in both sentences, and the head's
-    pattern in each. Shapes: pa [L, H, na, na], pb [L, H, nb, nb]."""
+    pattern in each (beyond WINDOW_ROWS tokens, the rows around the focus token). Shapes: pa [L, H, 1, na],
+    pb [L, H, 1, nb]: the focus rows (qa, qb are the focus tokens' positions)."""
     L, H = pa.shape[:2]
     valid_choice("two_layer", list(range(L)), top[0])
     valid_choice("two_head", list(range(H)), top[1])
@@ -182,8 +187,8 @@ def _shown_head(
     la = int(left.selectbox("Shown layer", list(range(L)), key="two_layer", bind="query-params"))
     he = int(right.selectbox("Shown head", list(range(H)), key="two_head", bind="query-params"))
     ia, ib = np.asarray([i for i, _ in pairs]), np.asarray([j for _, j in pairs])
-    wa, mass_a = shared_weights(pa[la, he, qa], ia)  # [m], []
-    wb, mass_b = shared_weights(pb[la, he, qb], ib)
+    wa, mass_a = shared_weights(pa[la, he, 0], ia)  # [m], []
+    wb, mass_b = shared_weights(pb[la, he, 0], ib)
     labels_a = ctx.base.tokens.labels
     keys = [labels_a[i] for i in ia]
     title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
@@ -198,13 +203,21 @@ def _shown_head(
         )
     )
     cols = st.columns(2)
-    for col, p, labels, name, key in ((cols[0], pa, labels_a, "first", "two_head_a"),
-                                      (cols[1], pb, labels_b, "second", "two_head_b")):  # fmt: skip
+    if max(len(labels_a), len(labels_b)) > WINDOW_ROWS:
+        st.caption(
+            f"Long texts: each pattern below shows the {WINDOW_ROWS} query rows around “{focus}” (every key column, "
+            "the exact weights); all n × n cells would be too many to draw and read."
+        )
+    for col, text, q, labels, name, key in ((cols[0], ctx.c.text, qa, labels_a, "first", "two_head_a"),
+                                            (cols[1], text_b, qb, labels_b, "second", "two_head_b")):  # fmt: skip
         with col:
-            fig = matrix_heatmap(p[la, he], labels, labels, f"Layer {la}, head {he}: the {name} sentence",
+            p = get_trace(ctx.config, text, ctx.target, ctx.part, la).pattern[he].numpy()  # [n, n]
+            rows = _around(len(labels), q)
+            what = "" if rows.stop - rows.start == len(labels) else f" (rows {rows.start}–{rows.stop - 1})"
+            fig = matrix_heatmap(p[rows], labels, labels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
                                  value_name="weight", attention=True)  # fmt: skip
             plot(fig, key, ctx.c.image_format)
-    change = np.stack([focus_shift(pa[x], pb[x], qa, qb, pairs)["change"] for x in range(L)])  # [L, H]
+    change = np.stack([focus_shift(pa[x], pb[x], 0, 0, pairs)["change"] for x in range(L)])  # [L, H]
     with st.expander("Another measure: how much the focus row changes at all (total variation)"):
         st.caption(
             "Total variation distance between the focus token's two rows, 0.5 Σ |w₁ − w₂|, where weight on words "
@@ -216,3 +229,11 @@ def _shown_head(
     rows = [[x, y, *(f"{r[k][x, y]:.6g}" for k in names), f"{change[x, y]:.6g}"] for x in range(L) for y in range(H)]
     header = ["layer", "head", "moved", "first_c1", "first_c2", "second_c1", "second_c2", "total_variation"]
     downloads("two", csv_data=csv_bytes(header, rows))
+
+
+def _around(n: int, q: int) -> slice:
+    """All n rows up to WINDOW_ROWS; beyond, the WINDOW_ROWS rows centred on row q (inside 0…n)."""
+    if n <= WINDOW_ROWS:
+        return slice(0, n)
+    start = min(max(0, q - WINDOW_ROWS // 2), n - WINDOW_ROWS)
+    return slice(start, start + WINDOW_ROWS)
