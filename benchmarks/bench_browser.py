@@ -1,8 +1,10 @@
 """In a real browser: cold start, and the Heads view of a 512-token text.
 
 Run:  python benchmarks/bench_browser.py
-  1. Cold start: seconds from `streamlit run` to the first chart drawn in Chromium (torch import and
-     model load included). Target: <= 15 s.
+  1. Cold start: seconds from `streamlit run` to the first heatmap drawn in Chromium (torch import and
+     model load included), and where they go: the server answering, the page's code loaded, the script
+     starting (imports) and ending (model load, first views; from the MHA_VIZ_TIMINGS line), the browser
+     drawing. Target: <= 6 s.
   2. Heads view at 512 tokens: seconds from pressing Ctrl+Enter to the 12 heatmaps drawn, and bytes the
      browser received over the websocket meanwhile; then a hover on the opened head must show a weight.
      Targets: <= 3 s, <= 15 MB.
@@ -10,8 +12,10 @@ Run:  python benchmarks/bench_browser.py
 
 from __future__ import annotations
 
+import json
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +26,7 @@ from harness import CHROMIUM, CHROMIUM_ARGS, DONE, FIRST_GRID_JS, SENTENCE, App,
 from playwright.sync_api import sync_playwright
 
 MB = 1e6
+COLD_TARGET_S = 6.0
 
 
 def long_text(n_tokens: int = 512) -> str:
@@ -37,17 +42,30 @@ def long_text(n_tokens: int = 512) -> str:
 def main() -> None:
     check_chromium()
     text = long_text()
+    timings = Path(tempfile.mkstemp(prefix="mha-viz-timings-", suffix=".jsonl")[1])
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        app = App()
+        app = App(env={"MHA_VIZ_TIMINGS": str(timings)})
+        wall0 = time.time() - (time.perf_counter() - app.started)  # unix time of the server's start
         try:
             app.wait()
+            up = time.perf_counter() - app.started
             page = browser.new_page(viewport={"width": 1500, "height": 1200})
             page.goto(app.url)
-            page.wait_for_function(f"({FIRST_GRID_JS})() && ({FIRST_GRID_JS})().n === 12", timeout=120_000)
+            loaded = time.perf_counter() - app.started
+            page.wait_for_function(f"({FIRST_GRID_JS})() && ({FIRST_GRID_JS})().n > 0", timeout=120_000, polling=50)
             page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
             cold = time.perf_counter() - app.started
-            print(f"1. cold start to first chart: {cold:.1f} s (target <= 15 s: {'ok' if cold <= 15 else 'MISSED'})")
+            print(f"1. cold start to first heatmap: {cold:.1f} s (target <= {COLD_TARGET_S:.0f} s: "
+                  f"{'ok' if cold <= COLD_TARGET_S else 'MISSED'})")  # fmt: skip
+            first = json.loads(timings.read_text().splitlines()[0])
+            end = first["at"] - wall0
+            start = end - first["s"]
+            print(f"   server answering {up:.2f} s | page code loaded {loaded:.2f} s | script's main() starts "
+                  f"{start:.2f} s (imports) | ends {end:.2f} s (model load, first views) | heatmap drawn "
+                  f"{cold:.2f} s (browser {cold - end:.2f} s after the script)")  # fmt: skip
+            page.wait_for_selector(DONE)
+            page.close()
 
             received = {"bytes": 0}
 
@@ -56,7 +74,7 @@ def main() -> None:
 
             page2 = browser.new_page(viewport={"width": 1500, "height": 1200})
             page2.on("websocket", on_ws)
-            page2.goto(app.url)
+            page2.goto(app.url + "/?view=Heads")  # the default page is the Lesson
             page2.wait_for_function(f"({FIRST_GRID_JS})() && ({FIRST_GRID_JS})().n === 12", timeout=120_000)
             page2.wait_for_selector(DONE)
             box = page2.get_by_label("Text (Ctrl+Enter to apply)", exact=True)
@@ -90,6 +108,7 @@ def main() -> None:
         finally:
             app.__exit__()
             browser.close()
+            timings.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

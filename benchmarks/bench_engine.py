@@ -6,6 +6,11 @@ figures are medians of calls timed in turns. Targets: ours <= 1.1x torch MHA at 
 <= 1.5x at n = 2048.
 "+head_out" also computes every head's contribution after W^O (the trace does that lazily, on
 first access, because it costs about as much as the output projection itself).
+
+Then a long text on the bundled SmolLM2 (8,192 positions): one layer recorded alone (run_layer: the pass stops
+after it) and traced, at --long tokens and at a quarter of that in the same run: seconds and peak memory
+above the loaded model, and their ratios. Target: 8,192 tokens fit in memory (under 12 GB on top of the model).
+The whole recorded pass (every layer kept) is timed at the shorter length for comparison.
 """
 
 from __future__ import annotations
@@ -63,11 +68,80 @@ def sdpa_layer(mha: torch.nn.MultiheadAttention, x: torch.Tensor) -> torch.Tenso
     return mha.out_proj(z.transpose(0, 1).reshape(n, D_MODEL))  # [n, d]
 
 
+LONG_TARGET_GB = 12.0
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _measured(fn) -> tuple[object, float, float]:
+    """(result, seconds, peak MB above the resident memory before), the peak from VmHWM reset first."""
+    import gc
+
+    from mha_viz.ui.memo import release_memory
+
+    gc.collect()
+    release_memory()
+    before = _status_mb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as fh:  # resets VmHWM to the current resident size
+        fh.write("5")
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0, _status_mb("VmHWM") - before
+
+
+def long_text_run(n_long: int, layer: int) -> None:
+    """One SmolLM2 layer at n_long tokens and at n_long // 4, recorded alone and traced (CPU, float32)."""
+    import os
+
+    os.environ.setdefault("MHA_VIZ_MAX_REQUEST_MB", str(64 * 1024))  # the benchmark measures; the app refuses
+    from mha_viz.config import Config
+    from mha_viz.models.load import load_model
+    from mha_viz.models.run import run_layer, run_model
+    from mha_viz.models.tokens import Tokens
+    from mha_viz.pipeline import Recording, layer_trace
+    from mha_viz.ui.memo import tune_allocator
+
+    tune_allocator()  # as in the app: big blocks go back to the system when freed
+    lm = load_model("smollm2", "cpu")
+    part = lm.parts[0]
+    ids = lm.tokenizer(" ".join(["The animal didn't cross the street because it was too tired."] * 900))["input_ids"]
+    print(f"\nSmolLM2 ({lm.n_layers(part)} layers, {lm.n_heads} heads, max {lm.max_tokens} positions), "
+          f"{part} layer {layer} alone: record + trace, CPU float32")  # fmt: skip
+
+    def one(n: int, whole: bool = False):
+        chosen = torch.tensor([ids[:n]])
+        names = tuple(f"t{i}" for i in range(n))
+        tokens = Tokens(tuple(ids[:n]), names, names, tuple(False for _ in range(n)))
+        run = run_model(lm, chosen) if whole else run_layer(lm, chosen, part, layer)
+        trace = layer_trace(lm, Recording(tokens, None, run), part, layer, Config())
+        return float(trace.model_delta)
+
+    one(16)  # warm-up
+    results = {}
+    for n, whole in ((n_long // 4, True), (n_long // 4, False), (n_long, False)):
+        delta, took, peak = _measured(lambda n=n, whole=whole: one(n, whole))
+        results[(n, whole)] = (took, peak)
+        how = "whole pass recorded" if whole else "this layer alone   "
+        print(f"  {n:>6} tokens, {how}: {took:7.2f} s, peak +{peak:8.0f} MB (model check {delta:.1e})", flush=True)
+    (t_s, p_s), (t_l, p_l) = results[(n_long // 4, False)], results[(n_long, False)]
+    ok = "ok" if p_l / 1024 <= LONG_TARGET_GB else "MISSED"
+    print(f"  {n_long} / {n_long // 4} tokens: {t_l / t_s:.1f}x the time, {p_l / max(p_s, 1):.1f}x the memory "
+          f"(16x the attention matrix); fits: {ok} (target <= {LONG_TARGET_GB:.0f} GB)")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--sizes", default="16,128,512,2048")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timing per measurement")
+    ap.add_argument("--long", type=int, default=8192, help="tokens of the SmolLM2 one-layer run (0: skip it)")
+    ap.add_argument("--layer", type=int, default=0, help="the SmolLM2 layer traced")
     args = ap.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -95,6 +169,8 @@ def main() -> None:
         verdict = f"<= {limit}x " + ("ok" if ratio <= limit else "MISSED")
         print(f"{n:>6} {ours * 1e3:>10.3f} {ours_ho * 1e3:>10.3f} {ref * 1e3:>10.3f} {fast * 1e3:>10.3f} "
               f"{ratio:>7.2f}x {ours_ho / ref:>11.2f}x {ours / fast:>7.2f}x  {verdict}")  # fmt: skip
+    if args.long:
+        long_text_run(args.long, args.layer)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every benchmark, one after the other (about 10 minutes on 2 cores). Installs the benchmark-only
+# Every benchmark, one after the other (about 25 minutes on 2 cores). Installs the benchmark-only
 # tools (bertviz) into the project's venv first. Each script prints its figures, targets and ratios.
 #   bash benchmarks/run_all.sh            all of them
 #   bash benchmarks/run_all.sh --quick    skip the 10-user load test
@@ -14,6 +14,8 @@ py="$venv/bin/python"
 echo "== engine: trace vs torch MultiheadAttention and SDPA ==";   "$py" benchmarks/bench_engine.py
 echo; echo "== app, server side (and bertviz, same run) ==";         "$py" benchmarks/bench_app.py
 echo; echo "== browser: cold start, 512-token heads view ==";        "$py" benchmarks/bench_browser.py
+echo; echo "== browser: every control change, seed sentence ==";      "$py" benchmarks/bench_interact.py --reps 5
+echo; echo "== browser: long texts (MiniLM 512, SmolLM2 2048) ==";     "$py" benchmarks/bench_long.py --runs 3 --smol-runs 2 --all-views
 echo; echo "== memory over 200 inputs ==";                           "$py" benchmarks/bench_memory.py
 echo; echo "== head importance scan (MiniLM, SmolLM2) ==";            "$py" benchmarks/bench_importance.py --curve
 if [ "${1:-}" != "--quick" ]; then

@@ -92,8 +92,13 @@ def all_patterns(
     (norms.shown_pattern). Shapes: [n_layers, n_heads, q_pos, k_pos] float32."""
     part = lm.part(part)
     budget.check("Overview", sizes(rec, part, 0, lm.n_layers(part)), what="Every layer's pattern")
-    found = [shown_pattern(layer_trace(lm, rec, part, i, config), measure) for i in range(lm.n_layers(part))]
-    return np.stack(found).astype(np.float32)
+    out = None  # filled layer by layer: one [L, H, q, k] array, no list of layers, stacked copy or cast copy
+    for i in range(lm.n_layers(part)):
+        layer = shown_pattern(layer_trace(lm, rec, part, i, config), measure)  # [H, q, k]
+        if out is None:
+            out = np.empty((lm.n_layers(part), *layer.shape), dtype=np.float32)
+        out[i] = layer
+    return out
 
 
 def roles_table(tokens: Tokens, patterns: np.ndarray) -> list[dict]:

@@ -74,3 +74,21 @@ def test_sized_cache_holds_its_caps() -> None:
     assert calls[-1] == 400  # "c" came from the cache
     held = {"x": np.zeros(10, np.float32), "y": (torch.zeros(4),)}
     assert nbytes(held) == 40 + 16 + 2  # arrays, tensors and the key strings
+
+
+def test_caches_together_hold_the_process_limit(monkeypatch) -> None:
+    """Every cache under its own caps, and all of them together under MHA_VIZ_CACHE_MB: the least recently
+    used entry of any cache goes first."""
+    from mha_viz.ui import memo
+
+    first, second = SizedCache("first", 10, 10_000), SizedCache("second", 10, 10_000)
+    monkeypatch.setattr(memo, "CACHES", [first, second])
+    monkeypatch.setenv("MHA_VIZ_CACHE_MB", str(2500 / 2**20))  # 2,500 bytes for both
+    first.get_or_compute("a", lambda: np.zeros(1000, np.uint8))
+    second.get_or_compute("b", lambda: np.zeros(1000, np.uint8))
+    first.get_or_compute("a", lambda: np.zeros(1, np.uint8))  # "a" used again: "b" is now the oldest
+    second.get_or_compute("c", lambda: np.zeros(1000, np.uint8))
+    assert "a" in first and "b" not in second and "c" in second
+    assert memo.total_bytes() == 2000 <= 2500
+    assert second.get_or_compute("huge", lambda: np.zeros(3000, np.uint8)).nbytes == 3000  # returned, not kept
+    assert "huge" not in second and second.skipped == 1 and memo.total_bytes() == 2000

@@ -67,16 +67,31 @@ class Recorder:
     parts: Mapping[int, str] = field(default_factory=dict)
     ablate: Mapping[tuple[str, int], Sequence[int]] = field(default_factory=dict)
     keep: bool = True  # False: only ablate, record nothing (whole-model runs)
+    only: tuple[str, int] | None = None  # record only this (part, layer); None: every call
+    stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
     calls: list[Call] = field(default_factory=list)
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
     last: dict[int, Call] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
 
+    def wants(self, part: str, layer: int) -> bool:
+        """Whether the call (part, layer) is recorded."""
+        return self.keep and (self.only is None or self.only == (part, layer))
+
+    def upcoming(self, module: torch.nn.Module) -> tuple[str, int]:
+        """(part, layer) of ``module``'s next attention call (each module is called once per pass)."""
+        part = self.parts.get(id(module), "?")
+        return part, self.counts.get(part, 0)
+
     def next_layer(self, part: str) -> int:
         layer = self.counts.get(part, 0)
         self.counts[part] = layer + 1
         return layer
+
+
+class StopForward(Exception):
+    """Raised by the W^O hook to end a pass after the one recorded layer (Recorder.stop)."""
 
 
 @contextmanager
@@ -141,7 +156,7 @@ def mha_viz_attention(
     if heads:
         out = out.clone()
         out[:, :, list(heads), :] = 0  # zeroed on the way into W^O
-    if rec.keep:
+    if rec.wants(part, layer):
         rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
@@ -177,11 +192,7 @@ def _record(
         wo_in=_cpu(out.reshape(*out.shape[:2], -1)),  # [b, q_pos, h*dh]
     )
     if isinstance(weights, torch.Tensor):  # the self-check: our recomputation against the model's own weights
-        _, pattern, dead = attention_pattern(
-            call.q, call.k, scale=call.scaling, softcap=call.softcap, bias=call.bias, allowed=call.allowed
-        )
-        diff = (pattern - _cpu(weights)).abs().masked_fill(dead.unsqueeze(-1), 0.0)
-        call.delta = float(diff.max()) if diff.numel() else 0.0
+        call.delta = self_check(call, weights)
     x, x_kv = rec.pending.pop(id(module), (None, None))
     call.x, call.x_kv = x, x_kv
     call.q_pre = rec.pending_pre.pop((id(module), "q"), None)
@@ -189,10 +200,37 @@ def _record(
     return call
 
 
+CHECK_BLOCK = 2**24  # elements of [h, rows, k_pos] compared at once (64 MB in float32)
+
+
+def self_check(call: Call, weights: torch.Tensor) -> float:
+    """max |our pattern - the model's weights| over live rows, a block of query rows at a time (so a long
+    text never needs a second and third [b, h, q_pos, k_pos] copy). Shapes: weights [b, h, q_pos, k_pos]."""
+    b, h, n, nk = weights.shape
+    rows = max(1, CHECK_BLOCK // max(1, b * h * nk))
+    worst = 0.0
+    for r in range(0, n, rows):
+        sl = slice(r, r + rows)
+
+        def part(t: torch.Tensor | None, sl: slice = sl) -> torch.Tensor | None:  # [..., q|1, k]: these rows
+            return None if t is None or t.shape[-2] == 1 else t[..., sl, :]
+
+        _, pattern, dead = attention_pattern(
+            call.q[..., sl, :], call.k, scale=call.scaling, softcap=call.softcap, bias=part(call.bias),
+            allowed=part(call.allowed),
+        )  # fmt: skip
+        diff = (pattern - _cpu(weights[..., sl, :])).abs().masked_fill(dead.unsqueeze(-1), 0.0)
+        block = float(diff.max()) if diff.numel() else 0.0
+        if block != block:  # NaN: reported as is (the trace refuses it)
+            return block
+        worst = max(worst, block)
+    return worst
+
+
 def input_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     """Forward pre-hook on an attention module: its input X (and the key side of cross-attention)."""
     rec = _ACTIVE.get()
-    if rec is None or not rec.keep:
+    if rec is None or not rec.wants(*rec.upcoming(module)):
         return
     x = args[0] if args else kwargs.get("hidden_states")
     x_kv = kwargs.get("key_value_states")
@@ -208,7 +246,7 @@ def projection_hook(attn_module: torch.nn.Module, which: str) -> Callable:
 
     def hook(_mod: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
         rec = _ACTIVE.get()
-        if rec is not None and rec.keep and isinstance(output, torch.Tensor):
+        if rec is not None and rec.wants(*rec.upcoming(attn_module)) and isinstance(output, torch.Tensor):
             rec.pending_pre[(id(attn_module), which)] = _cpu(output)
 
     return hook
@@ -224,6 +262,8 @@ def output_hook(attn_module: torch.nn.Module) -> Callable:
         call = rec.last.get(id(attn_module))
         if call is not None and call.wo_out is None and isinstance(output, torch.Tensor):
             call.wo_out = _cpu(output)
+            if rec.stop and (call.part, call.layer) == rec.only:
+                raise StopForward
 
     return hook
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from mha_viz.models.arch import linear_in_out
-from mha_viz.models.capture import Call, Recorder, recording
+from mha_viz.models.capture import Call, Recorder, StopForward, recording
 from mha_viz.models.load import LoadedModel
 from mha_viz.trace import MhaVizError
 
@@ -113,3 +114,30 @@ def _position_embeddings(model: torch.nn.Module) -> torch.nn.Embedding | None:
         if name.endswith(("position_embeddings", "wpe")) and isinstance(mod, torch.nn.Embedding):
             return mod
     return None
+
+
+def run_layer(lm: LoadedModel, input_ids: torch.Tensor, part: str, layer: int) -> ModelRun:
+    """Run the model only as far as one attention layer, recording that layer alone: the same values as
+    run_model's record of it (the layers before compute exactly what they compute in a whole pass), at
+    the memory of one layer, and without the layers after it. For decoder-only and encoder-only models.
+
+    Shapes: input_ids [b, pos] long; returns calls {(part, layer): Call}, hidden [b, 0, d_model] (the pass
+    stopped early: no last hidden state), logits None.
+    """
+    if lm.encoder_decoder:
+        raise MhaVizError(f"{lm.name} is an encoder-decoder model: record it whole (run_model)")
+    lm.site(part, layer)
+    parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
+    rec = Recorder(parts=parts, only=(part, layer), stop=True)
+    with torch.no_grad(), recording(rec), contextlib.suppress(StopForward):
+        lm.model(input_ids=input_ids.to(lm.device), **_no_cache(lm))
+    if len(rec.calls) != 1 or rec.calls[0].wo_out is None:
+        raise MhaVizError(f"{lm.name} made no complete attention call at {part} layer {layer}")
+    call = rec.calls[0]
+    return ModelRun(calls={(part, layer): call}, hidden=torch.empty(call.x.shape[0], 0, lm.d_model), logits=None)
+
+
+def _no_cache(lm: LoadedModel) -> dict:
+    import inspect
+
+    return {"use_cache": False} if "use_cache" in inspect.signature(lm.model.forward).parameters else {}

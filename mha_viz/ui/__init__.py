@@ -11,12 +11,12 @@ from mha_viz import budget
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import get_base, model_of
+from mha_viz.ui.cache import drop_held_recordings, get_base, model_of
 from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
-from mha_viz.ui.memo import release_memory
+from mha_viz.ui.memo import collect_garbage, release_memory
 from mha_viz.ui.sidebar import (
     IGNORED,
     MAX_TEXT_CHARS,
@@ -53,6 +53,7 @@ from mha_viz.ui.views.lines import lines_view
 from mha_viz.ui.views.masks import masks_view
 from mha_viz.ui.views.next_token import next_token_view
 from mha_viz.ui.views.wo import WO_MODES
+from mha_viz.ui.warm import preload_plotly, start_model_load
 
 __all__ = ["guarded", "main", "plain"]
 log = logging.getLogger("mha_viz")
@@ -129,6 +130,9 @@ def main() -> None:
 
 def _main() -> None:
     st.set_page_config(page_title="mha-viz: multi-head attention", layout="wide")
+    collect_garbage()  # what earlier runs left in reference cycles
+    start_model_load()  # a cold server: the bundled model loads while the sidebar is drawn
+    preload = preload_plotly()  # the browser fetches Plotly's code meanwhile
     st.session_state[IGNORED] = {}  # link values this run could not use, shown once at the top
     try:
         c = guarded(sidebar)  # a failing control is a message, never a traceback
@@ -141,6 +145,8 @@ def _main() -> None:
             show_ignored(notice)
     finally:
         st.session_state.pop(IGNORED, None)
+        if preload is not None:
+            preload.empty()
 
 
 def _page(c: Controls) -> None:
@@ -155,6 +161,7 @@ def _page(c: Controls) -> None:
         if tab.open:
             with tab, st.spinner("Computing…"):
                 guarded(lambda name=name: _run_view(name, ctx))
+    drop_held_recordings()
     release_memory()
 
 

@@ -19,8 +19,9 @@ from mha_viz.edits import divisors
 from mha_viz.own import save_weights
 from mha_viz.pipeline import LoadedModel, Tokens
 from mha_viz.trace import AttentionTrace, AttentionWeights
-from mha_viz.ui.memo import CACHES, SizedCache, sized_cache
+from mha_viz.ui.memo import CACHES, SizedCache, freeze_heap, sized_cache, tune_allocator
 
+tune_allocator()  # the app's process: big arrays go back to the system when freed
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
 
 
@@ -46,7 +47,9 @@ class Base:
 @st.cache_resource(show_spinner=False, max_entries=3)
 def get_model(model_name: str, device: str) -> LoadedModel:
     """The bundled model ("") or a hub id/folder, loaded once per process and shared."""
-    return pipeline.load(Config(model=model_name, device=device))
+    lm = pipeline.load(Config(model=model_name, device=device))
+    freeze_heap()  # the model and the libraries, out of the garbage collector's walks
+    return lm
 
 
 def model_of(config: Config) -> LoadedModel:
@@ -60,7 +63,7 @@ def get_recording(model_name: str, device: str, text: str, target: str | None) -
 
 
 def recording_of(config: Config, text: str, target: str | None) -> pipeline.Recording:
-    return get_recording(config.model_name, config.model_device, text, target)
+    return held_recording(config.model_name, config.model_device, text, target)  # (long texts: see the end)
 
 
 @sized_cache(max_entries=8, max_mb=64)
@@ -250,3 +253,85 @@ def get_curve(
         return {"steps": np.asarray(steps), "by_importance": runs[0], "random": np.stack(runs[1:])}
 
     return IMPORTANCE.get_or_compute(key, compute)
+
+
+# --- long texts: rows, (query, key) maps and pooled tiles without [L, H, n, n] (mha_viz.rows) ---------------
+@sized_cache(max_entries=32, max_mb=4)
+def get_focus_weights(
+    config: Config, text: str, target: str | None, part: str | None, q: int, k: int, measure: str = "weight"
+) -> np.ndarray:
+    """Query q's weight (or contribution share) on key k in every layer × head. Shapes: [L, H] float32."""
+    from mha_viz import rows
+
+    return rows.focus_weights(model_of(config), recording_of(config, text, target), part, config, q, k, measure)
+
+
+@sized_cache(max_entries=16, max_mb=64)
+def get_pooled_patterns(
+    config: Config, text: str, target: str | None, part: str | None, max_cells: int, measure: str = "weight",
+    keep: tuple[int, ...] | None = None, keep_k: tuple[int, ...] | None = None,
+) -> tuple[np.ndarray, int]:  # fmt: skip
+    """Every layer's pattern block-averaged to at most ``max_cells`` per side (rows ``keep`` and keys ``keep_k``
+    only, renormalised; None: all). Shapes: ([L, H, m_q, m_k] float32, block side f)."""
+    from mha_viz import rows
+
+    lm = model_of(config)
+    return rows.pooled_patterns(lm, recording_of(config, text, target), part, config, max_cells, measure, keep, keep_k)
+
+
+@sized_cache(max_entries=32, max_mb=64)
+def get_layer_rows(
+    config: Config, text: str, target: str | None, part: str | None, layer: int, start: int, stop: int,
+    measure: str = "weight",
+) -> np.ndarray:  # fmt: skip
+    """Query rows start…stop-1 of one layer's pattern. Shapes: [H, stop - start, n_k] float32."""
+    from mha_viz import rows
+
+    lm = model_of(config)
+    return rows.layer_rows(lm, recording_of(config, text, target), part, layer, config, slice(start, stop), measure)
+
+
+# A recording too large for its cache (SmolLM2 at 2048 tokens: ~1.3 GB) is computed, used and dropped; without
+# this, every caller in one script run would run the model again. It is held here until the page's run ends
+# (drop_held_recordings), one per session at a time; a fragment's rerun computes it again at most once.
+_HELD: dict[object, tuple[tuple, pipeline.Recording]] = {}
+
+
+def _run_owner() -> object:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return None if ctx is None else ctx.session_id
+
+
+def held_recording(model_name: str, device: str, text: str, target: str | None) -> pipeline.Recording:
+    key = (model_name, device, text, target)
+    owner = _run_owner()
+    held = _HELD.get(owner)
+    if held is not None and held[0] == key:
+        return held[1]
+    before = get_recording.cache.skipped
+    rec = get_recording(model_name, device, text, target)
+    if get_recording.cache.skipped > before and owner is not None:  # too large to keep: hold it for this run
+        _HELD[owner] = (key, rec)
+    return rec
+
+
+def drop_held_recordings() -> None:
+    """Let go of this session's oversize recording (at the end of a page run)."""
+    _HELD.pop(_run_owner(), None)
+
+
+@sized_cache(max_entries=64, max_mb=1)
+def get_role_labels(
+    config: Config, text: str, target: str | None, part: str | None, layer: int, tokens: Tokens
+) -> tuple[str, ...]:
+    """Each head's role label from this layer's own pattern (roles.head_roles; the Heads grid's titles), computed
+    once per layer: at 2048 tokens it reads 9 × 2048 × 2048 weights. ``tokens``: the layer's query tokens."""
+    from mha_viz.roles import head_roles, is_punctuation
+
+    special = np.asarray(tokens.special, dtype=bool)
+    names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
+    punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
+    pattern = get_trace(config, text, target, part, layer).pattern.numpy()  # [h, n, n]
+    return tuple(str(label) for label in head_roles(pattern, special, punct, names, tokens.ids)["label"])

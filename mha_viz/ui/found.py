@@ -1,6 +1,7 @@
 """The head the app opens on: where "it" attends most to "animal" (referents.focus_head on every layer's
 pattern), for pretrained self-attention; None where there is no such default (own weights, cross-attention,
-a text without a pronoun and an article before it, or a model too large to look at every layer)."""
+a text without a pronoun and an article before it, or a model too large to look at every layer). Only the
+pronoun's row of each layer is computed (ui.cache.get_focus_weights), never every layer's whole pattern."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import logging
 from dataclasses import dataclass
 
 from mha_viz.config import Config
+from mha_viz.pipeline import encode
 from mha_viz.referents import default_pair, focus_head
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import get_all_patterns, model_of, recording_of
+from mha_viz.ui.cache import get_focus_weights, model_of
 from mha_viz.ui.links import plain
 
 log = logging.getLogger("mha_viz")
@@ -39,11 +41,13 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
     try:
         lm = model_of(config)
         part = lm.part(part)
-        labels = recording_of(config, text, target).query_tokens(part).labels
+        tokens, target_tokens = encode(lm, text, target)  # the recording's query tokens, without the recording
+        labels = (tokens if part == "encoder" or target_tokens is None else target_tokens).labels
         pair = default_pair(labels)
         if pair is None:
             return None
-        layer, head, weight = focus_head(get_all_patterns(config, text, target, part), *pair)
+        weights = get_focus_weights(config, text, target, part, *pair)  # [L, H] = patterns[:, :, q, k]
+        layer, head, weight = focus_head(weights[:, :, None, None], 0, 0)
     except MhaVizError as exc:  # an empty text, a budget: the page says so elsewhere
         log.info("no found head: %s", exc)
         return None

@@ -10,13 +10,16 @@ import streamlit as st
 from mha_viz.budget import check_grid
 from mha_viz.figures import GRID_MAX_CELLS
 from mha_viz.figures.common import plural
-from mha_viz.roles import head_roles, is_punctuation
 from mha_viz.trace import AttentionTrace
+from mha_viz.ui.cache import get_role_labels
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, clicked_points, keep_layer, set_linked, valid_choice
 from mha_viz.ui.found import found_head
 from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
+from mha_viz.ui.window import row_window
+
+WINDOW_FROM, WINDOW_ROWS = 512, 256  # the opened head beyond 512 tokens: 256 query rows at a time
 
 
 def _on_grid_click() -> None:
@@ -59,15 +62,8 @@ def heads_view(ctx: Ctx) -> None:
     if (
         not ctx.c.hide_special and t.part != "cross"
     ):  # role labels from this layer's own pattern (thresholds in Head roles)
-        pieces = ctx.base.tokens.pieces
-        roles = head_roles(
-            t.pattern.numpy(),
-            np.asarray(ctx.special),
-            np.asarray([is_punctuation(p) for p in pieces]),
-            [p for p, s in zip(pieces, ctx.special, strict=True) if s],
-            ctx.base.tokens.ids,
-        )
-        titles = [f"head {i} · {label}" for i, label in enumerate(roles["label"])]
+        roles = get_role_labels(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, ctx.base.tokens)
+        titles = [f"head {i} · {label}" for i, label in enumerate(roles)]
     if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."
         titles = [tt.replace(f"head {i}", f"head {i} · K/V {i // t.group}", 1) for i, tt in enumerate(titles)]
     cols = t.group if 1 < t.group <= 6 else 4  # one row per K/V group where that fits
@@ -114,10 +110,12 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
         st.caption(found.says(opened=(found.layer, found.head) == (ctx.layer, head)))
     with left:
         what = "attention weights" if ctx.measure == "weight" else "contribution shares"
-        title = f"{ctx.where.capitalize()}, head {head}: {what} [{n} × {len(sh.key_labels)}]"
+        rows = row_window(n, WINDOW_ROWS, "head_rows", "the opened head", q) if n > WINDOW_FROM else slice(0, n)
+        part = "" if rows.stop - rows.start == n else f"rows {rows.start}–{rows.stop - 1} of "
+        title = f"{ctx.where.capitalize()}, head {head}: {what} {part}[{n} × {len(sh.key_labels)}]"
         fig = cached_figure(
-            "matrix_heatmap", sh.pattern[head], sh.key_labels, sh.labels, title, value_name=ctx.value_name,
-            attention=True,
+            "matrix_heatmap", sh.pattern[head][rows], sh.key_labels, sh.labels[rows], title,
+            value_name=ctx.value_name, attention=True,
         )  # fmt: skip
         plot(fig, "head_large", ctx.c.image_format)
     with right:

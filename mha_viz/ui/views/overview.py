@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz.figures import overview
+from mha_viz.figures import GRID_MAX_CELLS, overview
 from mha_viz.figures.common import plural
+from mha_viz.ui.cache import get_pooled_patterns
 from mha_viz.ui.common import downloads, plot, shown
 from mha_viz.ui.context import Ctx, clicked_points, open_head
+
+TILE = 48  # cells per tile side (figures.overview's default): longer texts are block-averaged as computed
 
 
 def _on_tile_click() -> None:
@@ -18,30 +21,50 @@ def _on_tile_click() -> None:
             return
 
 
+def _kept(ctx: Ctx) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The query rows and key columns "hide special tokens" keeps (None: all), as ui.common.shown decides."""
+    sp, ksp = np.asarray(ctx.hidden, dtype=bool), np.asarray(ctx.key_hidden, dtype=bool)
+    if not ctx.c.hide_special or not (sp.any() or ksp.any()) or sp.all() or ksp.all():
+        return None, None
+    return tuple(np.flatnonzero(~sp).tolist()), tuple(np.flatnonzero(~ksp).tolist())
+
+
 def overview_view(ctx: Ctx) -> None:
-    patterns = ctx.patterns(follow_measure=True)  # [L, H, n_q, n_k]
-    ctx.measure_note()
-    L, H, n, nk = patterns.shape
     b = ctx.base
-    sh = shown(patterns.reshape(L * H, n, nk), b.tokens.labels, ctx.hidden, ctx.c.hide_special,
-               b.key_tokens.labels, ctx.key_hidden)  # fmt: skip
-    m, mk = len(sh.labels), len(sh.key_labels)
+    keep, keep_k = _kept(ctx)
+    tiles, f = get_pooled_patterns(ctx.config, ctx.c.text, ctx.target, ctx.part, TILE, ctx.measure, keep, keep_k)
+    ctx.measure_note()
+    L, H = tiles.shape[:2]
+    m = len(b.tokens.labels) if keep is None else len(keep)
     st.caption(
         f"{ctx.base.model_name}: every layer (rows) × head (columns), {plural(m, 'token')} each. Click a tile to "
         "open that head in the Heads view."
     )
-    if sh.note:
-        st.info(sh.note)
+    if keep is not None:
+        st.info("Special tokens hidden: each row is renormalised to sum to 1 over the remaining tokens.")
+    if f > 1:
+        st.caption(
+            f"Each tile shows its head averaged over {f}×{f} token blocks (computed layer by layer from the model's "
+            "own weights); the Heads view shows every weight."
+        )
     group = max(1, b.n_heads // max(1, b.n_kv_heads))
     if group > 1:
         st.caption(f"Grouped-query attention: columns labelled kv0, kv1, … share one key/value head ({group} each).")
-    fig = overview(sh.pattern.reshape(L, H, m, mk), group=group)
+    fig = overview(tiles, tile=TILE, group=group)
     plot(fig, "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
+    if m <= GRID_MAX_CELLS:  # every weight (small)
+        patterns = ctx.patterns(follow_measure=True)  # [L, H, n_q, n_k]
+        nq, nk = patterns.shape[-2:]
+        sh = shown(patterns.reshape(L * H, nq, nk), b.tokens.labels, ctx.hidden, ctx.c.hide_special,
+                   b.key_tokens.labels, ctx.key_hidden)  # fmt: skip
+        arrays = {"pattern": sh.pattern.reshape(L, H, len(sh.labels), len(sh.key_labels))}
+        labels, key_labels = sh.labels, sh.key_labels
+    else:  # the tiles as drawn
+        st.caption(f"{m} tokens: the download holds the tiles as drawn ({f}×{f} block means), not every weight.")
+        arrays = {"tiles": tiles, "block": np.asarray(f)}
+        labels = [b.tokens.labels[i] for i in (keep or range(len(b.tokens.labels)))]
+        key_labels = [b.key_tokens.labels[i] for i in (keep_k or range(len(b.key_tokens.labels)))]
     downloads(
         "overview",
-        npz={
-            "tokens": np.asarray(sh.labels, dtype=str),
-            "key_tokens": np.asarray(sh.key_labels, dtype=str),
-            "pattern": sh.pattern.reshape(L, H, m, mk),
-        },
+        npz={"tokens": np.asarray(labels, dtype=str), "key_tokens": np.asarray(key_labels, dtype=str), **arrays},
     )

@@ -15,6 +15,9 @@ from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.timing import timed_fragment
+from mha_viz.ui.window import row_window
+
+WINDOW_ROWS = 128  # query rows per matrix beyond 128 tokens (as the Lesson's)
 
 
 @sized_cache(max_entries=32, max_mb=1)
@@ -61,15 +64,17 @@ def _one_head(ctx: Ctx) -> None:
     biases = layer_biases(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if plain else ()
     raw = (t.q[i] @ t.k[g].T).numpy()  # [n, nk] before scaling (exported below)
     steps = head_steps(t, i, ctx.config.scaled, plain, biases)
+    rows = row_window(n, WINDOW_ROWS, "step_rows", "each matrix whose rows are the query tokens")
+    cut = "" if rows.stop - rows.start == n else f", rows {rows.start}–{rows.stop - 1}"
     for j, (s, title) in enumerate(zip(steps, numbered(steps), strict=True)):
         if j % 2 == 0:  # one row of two per pair: read left to right, and in order when columns stack (narrow screens)
             cols = st.columns(2)
         with cols[j % 2]:
             fig = matrix_heatmap(
-                s.z,
+                s.z if s.key_rows else s.z[rows],
                 keys if s.keys else None,
-                keys if s.key_rows else tok,
-                f"{title}   {s.shape}",
+                keys if s.key_rows else tok[rows],
+                f"{title}   {s.shape}{'' if s.key_rows else cut}",
                 diverging=s.signed,
                 value_name=s.name,
                 attention=s.name == "weight",

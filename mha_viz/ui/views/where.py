@@ -7,9 +7,14 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.figures import matrix_heatmap
+from mha_viz.norms import shown_pattern
 from mha_viz.referents import default_pair, focus_head
+from mha_viz.ui.cache import get_focus_weights
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, open_head, set_linked, valid_choice
+from mha_viz.ui.window import row_window
+
+WINDOW_FROM, WINDOW_ROWS = 512, 256  # the shown head beyond 512 tokens: 256 query rows at a time
 
 SHOWN = ("where_layer", "where_head")
 
@@ -44,9 +49,9 @@ def where_view(ctx: Ctx) -> None:
     q_label = c1.selectbox("Query token", labels, key="where_q", bind="query-params", on_change=_forget_shown)
     k_label = c2.selectbox("Key token", key_labels, key="where_k", bind="query-params", on_change=_forget_shown)
     q, k = labels.index(q_label), key_labels.index(k_label)
-    p = ctx.patterns(follow_measure=True)  # [L, H, n_q, n_k]
+    measure = ctx.measure
+    weights = get_focus_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, q, k, measure)  # [L, H] = p[:, :, q, k]
     ctx.measure_note()
-    weights = p[:, :, q, k]  # [L, H]
     L, H = weights.shape
     title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head (click a cell to open it below)"
     layer_head_map(weights, title, ctx.value_name, "where_map", ctx.c.image_format, on_select=_on_map_click)
@@ -58,23 +63,28 @@ def where_view(ctx: Ctx) -> None:
         a.write(f"{rank}. layer {la}, head {he}: {w:.3f}")
         b.button("Show", key=f"where_show_{rank}", on_click=_show_head, args=(la, he))
         c.button("Open", key=f"where_open_{rank}", on_click=_open_head, args=(la, he))
-    _shown_head(ctx, p, q, k, focus_head(p, q, k)[:2])
+    _shown_head(ctx, weights, q, k, focus_head(weights[:, :, None, None], 0, 0)[:2])
     rows = [[la, he, f"{weights[la, he]:.6g}"] for la in range(L) for he in range(H)]
     downloads("where", csv_data=csv_bytes(["layer", "head", ctx.value_name.replace(" ", "_")], rows))
 
 
-def _shown_head(ctx: Ctx, p: np.ndarray, q: int, k: int, top: tuple[int, int]) -> None:
-    """The opened head's whole pattern (the top head until a cell or a Show button picks another).
+def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int, top: tuple[int, int]) -> None:
+    """The opened head's whole pattern (the top head until a cell or a Show button picks another); beyond
+    WINDOW_FROM tokens a window of its query rows.
 
-    Shapes: p [L, H, n_q, n_k]."""
-    L, H, n, nk = p.shape
+    Shapes: weights [L, H] (query q on key k)."""
+    L, H = weights.shape
     labels, key_labels = ctx.base.tokens.labels, ctx.base.key_tokens.labels
+    n, nk = len(labels), len(key_labels)
     valid_choice("where_layer", list(range(L)), top[0])
     valid_choice("where_head", list(range(H)), top[1])
     a, b = st.columns(2)
     la = int(a.selectbox("Shown layer", list(range(L)), key="where_layer", bind="query-params"))
     he = int(b.selectbox("Shown head", list(range(H)), key="where_head", bind="query-params"))
-    w = float(p[la, he, q, k])
-    title = f"Layer {la}, head {he}: attention weights [{n} × {nk}]; “{labels[q]}” → “{key_labels[k]}” = {w:.3f}"
-    fig = matrix_heatmap(p[la, he], key_labels, labels, title, value_name=ctx.value_name, attention=True)
+    p = shown_pattern(ctx.trace(la), ctx.measure)[he]  # [n_q, n_k]
+    w = float(p[q, k])
+    rows = row_window(n, WINDOW_ROWS, "where_rows", "the shown head", q) if n > WINDOW_FROM else slice(0, n)
+    what = f"[{n} × {nk}]" if rows.stop - rows.start == n else f"rows {rows.start}–{rows.stop - 1} of [{n} × {nk}]"
+    title = f"Layer {la}, head {he}: attention weights {what}; “{labels[q]}” → “{key_labels[k]}” = {w:.3f}"
+    fig = matrix_heatmap(p[rows], key_labels, labels[rows], title, value_name=ctx.value_name, attention=True)
     plot(fig, "where_head_map", ctx.c.image_format)

