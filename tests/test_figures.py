@@ -7,7 +7,6 @@ import plotly.io as pio
 
 from mha_viz.figures import (
     ROLE_COLOURS,
-    WEIGHT_HOVER,
     block_labels,
     heads_grid,
     matrix_heatmap,
@@ -39,10 +38,9 @@ def test_heads_grid_small_text_is_exact_and_clickable() -> None:
     assert len(maps) == 3 and len(overlays) == 3
     np.testing.assert_array_equal(maps[2].z, p[2])
     assert list(maps[0].x) == tokens and maps[0].z.dtype == np.float32
-    assert list(overlays[1].y) == tokens and len(overlays[1].x) == 5  # one click marker per query row
-    np.testing.assert_array_equal(overlays[1].customdata[2], [2.0, 1.0])  # (query row, head)
-    assert overlays[1].hoverinfo == "none" and fig.layout.hovermode == "y"  # found along the whole row, no label
-    assert maps[1].hoverinfo is None and maps[1].hovertemplate == WEIGHT_HOVER  # the cell's weight on hover
+    assert (overlays[1].y[7], overlays[1].x[7]) == ("the (1)", "cat")  # cell (1, 2): query → key
+    np.testing.assert_allclose(overlays[1].customdata[7], [p[1, 1, 2], 1.0])  # (weight, head)
+    assert fig.layout.hovermode == "closest"  # the hover names the cell under the pointer
     assert fig.layout.coloraxis.cmin == 0.0
 
 

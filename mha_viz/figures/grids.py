@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mha_viz.figures.common import (
+    CELL_HOVER,
     CLICK_OVERLAY_MAX_CELLS,
     GRID_MAX_CELLS,
     GRID_WIDTH_PX,
@@ -37,11 +38,9 @@ def heads_grid(
 ) -> go.Figure:
     """One heatmap per head on a shared colour scale (0 to the largest weight shown; ``value_name`` titles it).
 
-    With ``clickable`` and few enough cells, each head has one invisible scatter marker per query row, so a
-    click anywhere on a row reports (row, head) and the query token (y) to Streamlit (heatmaps alone send no
-    selection events): hovermode "y" finds the row's marker wherever the pointer is along the row, while the
-    heatmap under the pointer shows "query → key: weight". One marker per row, not per cell: the browser
-    styles every marker on each draw (n² of them per head cost more than the heatmaps). Texts longer than
+    With ``clickable`` and few enough cells, an invisible scatter marker sits on every cell, so a click reports
+    (head, query, key) to Streamlit (heatmaps alone send no selection events); the markers then also carry the
+    hover text "query → key: weight". Texts longer than
     GRID_MAX_CELLS tokens are shown averaged over token blocks (hover says "mean"); the single-head
     view shows every weight. Shapes: pattern [n_heads, query_pos, key_pos]; tokens [query_pos];
     key_tokens [key_pos] (default: tokens).
@@ -71,8 +70,12 @@ def heads_grid(
         ann.font = {"size": 12 if cols <= 4 else 10}
     z = _f32(pattern)
     labels, klabels = list(tokens), list(keys)
-    overlay = clickable and h * n <= CLICK_OVERLAY_MAX_CELLS  # one marker per head and query row
-    row_x = [klabels[nk // 2]] * n  # one marker per query row, mid-row (hovermode "y" ignores x)
+    # One invisible marker per cell (hovermode "y" with one marker per row was cheaper to draw, but Plotly then
+    # names the row marker's key in the heatmap's hover: a wrong cell under the pointer).
+    overlay = clickable and h * n * nk <= CLICK_OVERLAY_MAX_CELLS
+    qi, ki = np.meshgrid(np.arange(n), np.arange(nk), indexing="ij")
+    cell_x = [klabels[k] for k in ki.ravel()]  # key label of every cell, row by row
+    cell_y = [labels[q] for q in qi.ravel()]  # query label of every cell
     traces, at_rows, at_cols = [], [], []
     for i in range(h):
         r, c = i // cols + 1, i % cols + 1
@@ -84,23 +87,24 @@ def heads_grid(
                 coloraxis="coloraxis",
                 hovertemplate=POOLED_HOVER if f > 1 else WEIGHT_HOVER,
                 meta=titles[i],
+                hoverinfo="skip" if overlay else None,
                 name=titles[i],
             )
         )
         at_rows.append(r)
         at_cols.append(c)
-        if overlay:  # customdata per row: (query position, head), numeric, so it travels as a typed array
-            custom = np.stack([np.arange(n, dtype=np.float32), np.full(n, i, dtype=np.float32)], axis=1)
+        if overlay:  # customdata per cell: (weight, head), numeric, so it travels as a typed array
+            custom = np.stack([z[i].ravel(), np.full(n * nk, i, dtype=np.float32)], axis=1)
             traces.append(
                 go.Scatter(
-                    x=row_x,
-                    y=labels,
+                    x=cell_x,
+                    y=cell_y,
                     mode="markers",
-                    marker={"size": 4, "opacity": 0},
+                    marker={"size": 12, "opacity": 0},
                     customdata=custom,
-                    hoverinfo="none",  # found and clickable, no label of its own: the heatmap's says it all
+                    hovertemplate=CELL_HOVER,
                     showlegend=False,
-                    name=f"{titles[i]} rows",
+                    name=f"{titles[i]} cells",
                     meta=titles[i],
                 )
             )
@@ -117,7 +121,7 @@ def heads_grid(
         coloraxis_colorbar={"title": {"text": value_name}},
         height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        hovermode="y" if overlay else "closest",
+        hovermode="closest",
         clickmode="event+select",
         dragmode="zoom",
     )

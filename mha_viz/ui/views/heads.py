@@ -23,7 +23,7 @@ WINDOW_FROM, WINDOW_ROWS = 512, 256  # the opened head beyond 512 tokens: 256 qu
 
 
 def _on_grid_click() -> None:
-    for p, custom in clicked_points("heads_grid"):  # customdata (query row, head); y is the query token
+    for p, custom in clicked_points("heads_grid"):  # customdata (weight, head); y is the query token
         if len(custom) == 2:
             set_linked(head=int(custom[1]), focus=html.unescape(str(p.get("y", ""))))
             return
