@@ -74,10 +74,13 @@ def estimate(view: str, s: Sizes) -> int:
     """Estimated peak bytes of one view (on top of the loaded model)."""
     pattern = F32 * s.n_heads * s.n_q * s.n_k
     grid = F32 * s.n_heads * min(s.n_q, 128) * min(s.n_k, 128) * 3  # pooled panels, as figure data
-    if view in ("Overview", "Head roles", "Where does it look?", "Rollout"):
+    rows = F32 * s.n_layers * s.n_heads * s.n_k  # one query row per layer × head (mha_viz.rows)
+    if view in ("Overview", "Where does it look?"):  # layer by layer (mha_viz.rows), then one layer's trace
+        need = s.trace_bytes() + rows + 3 * F32 * 2**23 + grid  # 2**23: rows.CHUNK_CELLS
+    elif view in ("Head roles", "Rollout"):
         need = s.n_layers * pattern + s.trace_bytes()
-    elif view == "Two sentences":
-        need = 2 * s.n_layers * pattern + s.trace_bytes()
+    elif view == "Two sentences":  # the focus rows of both texts, then one layer's trace of each
+        need = 2 * (s.trace_bytes() + rows)
     elif view == "Head count":
         need = 2 * s.trace_bytes() + s.trace_bytes(heads=min(64, s.n_heads * s.d_head)) + grid
     elif view == "W^O":
