@@ -39,3 +39,13 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
     return a == b
+
+
+def test_masked_scores_escape_labels_once() -> None:
+    from mha_viz.figures import scores_heatmap
+
+    z = np.array([[0.5, -np.inf], [0.1, 0.2]])
+    fig = scores_heatmap(z, ["a&b", "<c>"], ["a&b", "<c>"], "T <x>")
+    assert tuple(fig.data[0].x) == ("a&amp;b", "&lt;c&gt;") and fig.layout.title.text == "T &lt;x&gt;"
+    assert tuple(fig.layout.xaxis.ticktext) == ("a&amp;b", "&lt;c&gt;")
+    assert fig.data[0].text[0][1] == "−∞ (masked)"

@@ -29,7 +29,7 @@ def scores_heatmap(
         return fig.update_traces(hoverongaps=False)
     text = np.where(np.isfinite(data), np.char.mod("%.4f", np.nan_to_num(data)), "−∞ (masked)").astype(object)
     fig.update_traces(text=text, hovertemplate="%{y} → %{x}: %{text}<extra>score</extra>", hoverongaps=True)
-    return safe(fig)
+    return fig  # matrix_heatmap escaped the labels and title (once: a second safe() would show "&amp;"); text is ours
 
 
 def comparison(
