@@ -9,7 +9,6 @@ from collections.abc import Callable
 import streamlit as st
 
 from mha_viz.claims import Equivalence, identity_blocker
-from mha_viz.figures import matrix_heatmap, scores_heatmap
 from mha_viz.lesson import Panel, build_steps, default_head, wo_origin
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import cached_figure, forget_figures, plot
@@ -33,21 +32,6 @@ def _follow_default(ctx: Ctx, auto: int) -> None:
 def wo_words(ctx: Ctx) -> str:
     c = ctx.config
     return wo_origin(ctx.base.own, c.init, bool(c.weights_file), c.seed)
-
-
-def panel_figure(p: Panel, height: int = 380):
-    if p.kind == "scores":
-        return scores_heatmap(p.matrix, p.col_labels, p.row_labels, p.title, height=height)
-    return matrix_heatmap(
-        p.matrix,
-        p.col_labels,
-        p.row_labels,
-        p.title,
-        diverging=p.kind == "signed",
-        value_name=p.value_name,
-        attention=p.kind == "weights",
-        height=height,
-    )
 
 
 def show_identity_claim(
@@ -172,7 +156,7 @@ def _lesson(ctx: Ctx) -> None:
 
 
 def lesson_figure(p: Panel, height: int = 380) -> dict:
-    """panel_figure, finished and kept (a head, layer or text seen before is drawn again from the cache)."""
+    """A step panel's heatmap, finished and kept (a head, layer or text seen before is drawn again from the cache)."""
     if p.kind == "scores":
         return cached_figure("scores_heatmap", p.matrix, p.col_labels, p.row_labels, p.title, height=height)
     return cached_figure(
