@@ -6,7 +6,7 @@ Run:  python benchmarks/bench_long.py [--runs 3] [--smol-runs 3] [--baseline /pa
   The bundled SmolLM2 at 2048 tokens: Heads after submitting (<= 3 s) and Overview (<= 3 s); with
   --all-views, every view's websocket megabytes once (<= 15 MB per view).
 Figures are medians over the runs; "ratio" is figure / target (<= 1 meets it). An idle page: the script
-has finished, nothing is stale and the page has not changed for QUIET_MS (the wait itself is not counted:
+has finished, nothing is stale and the page has not changed for harness.QUIET_MS (the wait itself is not counted:
 the figure is the time of the last change). With --baseline the same steps run against a second app
 started from that checkout, interleaved round by round (a noisy machine hits both alike).
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,21 +27,8 @@ from harness import CHROMIUM, CHROMIUM_ARGS, App, check_chromium
 from playwright.sync_api import Page, sync_playwright
 
 MB = 1e6
-QUIET_MS = 600
 MINILM_TOKENS, SMOL_TOKENS = 512, 2048
 TARGETS = {"heads": 1.5, "layer": 1.0, "view": 2.0, "smol": 3.0, "mb": 15.0}
-WATCH = """() => {
-  const w = window.__w = {last: performance.now(), runs: 0, running: false};
-  const app = document.querySelector("[data-testid='stApp']");
-  new MutationObserver(() => { w.last = performance.now(); })
-    .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
-  new MutationObserver(() => { if (app.getAttribute('data-test-script-state') === 'running') w.runs++; })
-    .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-}"""
-IDLE = """(q) => { const w = window.__w, now = performance.now();
-  const st = document.querySelector("[data-testid='stApp']").getAttribute('data-test-script-state');
-  const stale = document.querySelectorAll("[data-stale='true']").length;
-  return {ok: w.runs > 0 && st === 'notRunning' && !stale && now - w.last > q, last: w.last}; }"""
 WORDS = ("animal", "street", "river", "teacher", "garden", "engine", "letter", "window", "market", "doctor")
 
 
@@ -74,7 +60,7 @@ def tokenizers() -> tuple[object, object]:
 
 
 class Session:
-    """One browser page on one app, with websocket bytes counted and idle detection."""
+    """One browser page on one app, with websocket bytes counted; idle detection is harness.watch / harness.timed."""
 
     def __init__(self, browser: object, app: App, query: str) -> None:
         self.bytes = 0
@@ -82,28 +68,16 @@ class Session:
         self.page.on("websocket", lambda ws: ws.on("framereceived", self._count))
         self.page.goto(f"{app.url}/?{query}")
         self.page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=180_000)
-        self.page.evaluate(WATCH)
-        self.idle(time.perf_counter(), self.page.evaluate("performance.now()"), force=True)
+        self.page.wait_for_selector(harness.DONE, timeout=180_000)
+        harness.watch(self.page)
 
     def _count(self, payload: bytes | str) -> None:
         self.bytes += len(payload)
 
-    def idle(self, w0: float, t0: float, timeout: float = 240, force: bool = False) -> float:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            r = self.page.evaluate(IDLE, QUIET_MS)
-            if r["ok"] or (force and time.perf_counter() - w0 > QUIET_MS / 1000 + 1):
-                return (r["last"] - t0) / 1000
-            time.sleep(0.05)
-        raise TimeoutError("the page did not settle")
-
     def act(self, fn: object, timeout: float = 240) -> tuple[float, float]:
         """(seconds from the input to the last change of the page, websocket MB meanwhile)."""
-        self.page.evaluate("() => { window.__w.runs = 0; window.__w.last = performance.now(); }")
         self.bytes = 0
-        t0, w0 = self.page.evaluate("performance.now()"), time.perf_counter()
-        fn()
-        took = self.idle(w0, t0, timeout)
+        took, _ = harness.timed(self.page, fn, timeout_s=timeout)
         return took, self.bytes / MB
 
     def submit(self, text: str) -> tuple[float, float]:
@@ -113,14 +87,10 @@ class Session:
         return self.act(lambda: box.press(enter))
 
     def layer(self, layer: int) -> tuple[float, float]:
-        def pick() -> None:
-            self.page.get_by_label("Layer").first.click()
-            self.page.get_by_role("option", name=str(layer), exact=True).first.click()
-
-        return self.act(pick)
+        return self.act(harness.choose(self.page, "Layer", str(layer)))
 
     def tab(self, name: str, timeout: float = 240) -> tuple[float, float]:
-        return self.act(lambda: self.page.get_by_role("tab", name=name, exact=True).click(), timeout)
+        return self.act(lambda: harness.open_tab(self.page, name), timeout)
 
 
 def harness_label(page: Page) -> str:
