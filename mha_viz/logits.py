@@ -169,7 +169,7 @@ def _attribution(
     part = lm.part(None)
     heads, biases = [], []
     for layer in range(lm.n_layers(part)):
-        trace = pipeline.layer_trace(lm, rec, part, layer, config)
+        trace = pipeline.layer_trace(lm, rec, part, layer, config, x=False)  # head outputs: no X needed
         heads.append(trace.head_out[:, pos].double())  # [H, d]
         biases.append(
             torch.zeros(trace.head_out.shape[-1], dtype=torch.float64) if trace.b_O is None else trace.b_O.double()

@@ -12,6 +12,7 @@ against the model's own weights. Own weights have one layer, built from X.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,14 +22,16 @@ from mha_viz import budget
 from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dtype, to_cpu
 from mha_viz.config import EMBEDDINGS, TOKENS, Config
 from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
+from mha_viz.models.capture import Call
 from mha_viz.models.load import LoadedModel, load_model
-from mha_viz.models.run import ModelRun, output_projection, run_model, token_embeddings, word_embeddings
+from mha_viz.models.run import ModelRun, output_projection, run_layer, run_model, token_embeddings, word_embeddings
 from mha_viz.models.sources import smollm2_dir, smollm2_ready  # noqa: F401 (the dashboard's way in)
 from mha_viz.models.tokens import Tokens, clean_text, cut_notice, decoder_tokens, tokenize, word_tokens  # noqa: F401
 from mha_viz.own import init_weights, load_weights, random_embeddings
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
 MATCH_TOL = 1e-4  # a recomputed pattern further than this from the model's own weights is never shown
+SLIM_BYTES = 128 * 2**20  # a recording larger than this keeps only what the patterns need (Recording.slim)
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,6 +41,7 @@ class Recording:
     tokens: Tokens  # the input (encoder) text
     target: Tokens | None  # the decoder's input, for encoder-decoder models
     run: ModelRun
+    slim: bool = False  # only q, k, v, bias and mask per call (a long text): layer_call gives a layer's X and the rest
 
     def query_tokens(self, part: str) -> Tokens:
         return self.tokens if part == "encoder" or self.target is None else self.target
@@ -74,7 +78,26 @@ def record(lm: LoadedModel, text: str, target: str | None = None) -> Recording:
     shape = budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, len(lm.sites))
     budget.check("Heads", shape, recording=True, what="Recording the model")
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
-    return Recording(tokens, target_tokens, share_masks(run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec)))
+    slim = shape.recording_bytes() > SLIM_BYTES and not lm.encoder_decoder  # (run_layer takes no decoder input)
+    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=not slim)
+    return Recording(tokens, target_tokens, share_masks(run), slim)
+
+
+def layer_call(lm: LoadedModel, rec: Recording, part: str | None, layer: int) -> Call:
+    """One layer's whole recorded call, X and the rest included: from the recording, or for a slim one from a
+    pass that runs the model as far as this layer (run_layer: the same values, one layer's memory)."""
+    part = lm.part(part)
+    call = rec.run.calls[(part, layer)]
+    if not rec.slim or call.x is not None:
+        return call
+    return run_layer(lm, torch.tensor([rec.tokens.ids]), part, layer).calls[(part, layer)]
+
+
+def with_call(rec: Recording, part: str, layer: int, call: Call) -> Recording:
+    """The recording with one layer's call replaced by ``call`` (a slim recording's layer made whole)."""
+    calls = dict(rec.run.calls)
+    calls[(part, layer)] = call
+    return dataclasses.replace(rec, run=dataclasses.replace(rec.run, calls=calls))
 
 
 def share_masks(run: ModelRun) -> ModelRun:
@@ -96,7 +119,12 @@ def sizes(rec: Recording, part: str, layer: int, n_layers: int = 1) -> budget.Si
     """The sizes of one recorded layer (for the request budget)."""
     call = rec.run.calls[(part, layer)]
     _, h, nq, dh = call.q.shape
-    return budget.Sizes(nq, int(call.k.shape[-2]), h, int(call.k.shape[1]), dh, int(call.wo_in.shape[-1]), n_layers)
+    return budget.Sizes(nq, int(call.k.shape[-2]), h, int(call.k.shape[1]), dh, d_model(rec), n_layers)
+
+
+def d_model(rec: Recording) -> int:
+    """The model's width (from the last hidden state's shape: [b, pos, d_model])."""
+    return int(rec.run.hidden.shape[-1])
 
 
 def layer_weights(lm: LoadedModel, rec: Recording, part: str, layer: int) -> AttentionWeights:
@@ -115,18 +143,24 @@ def layer_input(rec: Recording, part: str, layer: int) -> torch.Tensor:
     return x[0]
 
 
-def layer_trace(lm: LoadedModel, rec: Recording, part: str | None, layer: int, config: Config) -> AttentionTrace:
-    """One layer's trace after the what-ifs in ``config`` (re-split heads, W^O, ablation, masks, scaling)."""
+def layer_trace(
+    lm: LoadedModel, rec: Recording, part: str | None, layer: int, config: Config, x: bool = True
+) -> AttentionTrace:
+    """One layer's trace after the what-ifs in ``config`` (re-split heads, W^O, ablation, masks, scaling).
+
+    ``x`` False: a slim recording's trace without X and the pre-rotary q and k (x is [n, 0], q_pre None), for
+    views that show only weights; True: with them (layer_call: the model run to this layer if need be)."""
     part = lm.part(part)
     lm.site(part, layer)
-    call = rec.run.calls[(part, layer)]
+    call = layer_call(lm, rec, part, layer) if x or config.heads is not None else rec.run.calls[(part, layer)]
     budget.check("Heads", sizes(rec, part, layer), what="This layer's trace")
     qt, kt = rec.query_tokens(part), rec.key_tokens(part)
     causal = call.allowed is not None and lm.site(part, layer).causal
     if config.heads is not None and config.heads != call.q.shape[1]:
         weights = edit_weights(layer_weights(lm, rec, part, layer), config)
+        x_in = layer_input(with_call(rec, part, layer, call), part, layer)  # [n, d_model]
         trace = compute_trace(
-            weights, layer_input(rec, part, layer), qt.labels, causal=causal or config.causal,
+            weights, x_in, qt.labels, causal=causal or config.causal,
             scaled=config.scaled, device=config.device, dtype=config.dtype,
         )  # fmt: skip
         return _tag(trace, part, kt.labels, None)
@@ -181,8 +215,6 @@ def _factors(config: Config) -> dict[int, float]:
 
 
 def _tag(trace: AttentionTrace, part: str, key_tokens: tuple[str, ...], delta: float | None) -> AttentionTrace:
-    import dataclasses
-
     return dataclasses.replace(trace, part=part, key_tokens=key_tokens, model_delta=delta)
 
 

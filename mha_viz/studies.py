@@ -94,7 +94,7 @@ def all_patterns(
     budget.check("Overview", sizes(rec, part, 0, lm.n_layers(part)), what="Every layer's pattern")
     out = None  # filled layer by layer: one [L, H, q, k] array, no list of layers, stacked copy or cast copy
     for i in range(lm.n_layers(part)):
-        layer = shown_pattern(layer_trace(lm, rec, part, i, config), measure)  # [H, q, k]
+        layer = shown_pattern(layer_trace(lm, rec, part, i, config, x=False), measure)  # [H, q, k]
         if out is None:
             out = np.empty((lm.n_layers(part), *layer.shape), dtype=np.float32)
         out[i] = layer

@@ -69,6 +69,7 @@ class Recorder:
     keep: bool = True  # False: only ablate, record nothing (whole-model runs)
     only: tuple[str, int] | None = None  # record only this (part, layer); None: every call
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
+    extras: bool = True  # False: only what the pattern needs (q, k, v, bias, mask); no X, W^O in/out, pre-rotary
     calls: list[Call] = field(default_factory=list)
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
@@ -189,7 +190,7 @@ def _record(
         bias=None if bias is None else _cpu(bias),
         allowed=None if allowed is None else allowed.detach().cpu(),
         delta=0.0,
-        wo_in=_cpu(out.reshape(*out.shape[:2], -1)),  # [b, q_pos, h*dh]
+        wo_in=_cpu(out.reshape(*out.shape[:2], -1)) if rec.extras else None,  # [b, q_pos, h*dh]
     )
     if isinstance(weights, torch.Tensor):  # the self-check: our recomputation against the model's own weights
         call.delta = self_check(call, weights)
@@ -219,7 +220,9 @@ def self_check(call: Call, weights: torch.Tensor) -> float:
             call.q[..., sl, :], call.k, scale=call.scaling, softcap=call.softcap, bias=part(call.bias),
             allowed=part(call.allowed),
         )  # fmt: skip
-        diff = (pattern - _cpu(weights[..., sl, :])).abs().masked_fill(dead.unsqueeze(-1), 0.0)
+        diff = pattern.sub_(_cpu(weights[..., sl, :])).abs_()  # in place: our fresh pattern is not kept
+        if bool(dead.any()):
+            diff.masked_fill_(dead.unsqueeze(-1), 0.0)
         block = float(diff.max()) if diff.numel() else 0.0
         if block != block:  # NaN: reported as is (the trace refuses it)
             return block
@@ -230,7 +233,7 @@ def self_check(call: Call, weights: torch.Tensor) -> float:
 def input_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     """Forward pre-hook on an attention module: its input X (and the key side of cross-attention)."""
     rec = _ACTIVE.get()
-    if rec is None or not rec.wants(*rec.upcoming(module)):
+    if rec is None or not rec.extras or not rec.wants(*rec.upcoming(module)):
         return
     x = args[0] if args else kwargs.get("hidden_states")
     x_kv = kwargs.get("key_value_states")
@@ -246,7 +249,9 @@ def projection_hook(attn_module: torch.nn.Module, which: str) -> Callable:
 
     def hook(_mod: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
         rec = _ACTIVE.get()
-        if rec is not None and rec.wants(*rec.upcoming(attn_module)) and isinstance(output, torch.Tensor):
+        if rec is None or not rec.extras or not isinstance(output, torch.Tensor):
+            return
+        if rec.wants(*rec.upcoming(attn_module)):
             rec.pending_pre[(id(attn_module), which)] = _cpu(output)
 
     return hook
@@ -257,7 +262,7 @@ def output_hook(attn_module: torch.nn.Module) -> Callable:
 
     def hook(_mod: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
         rec = _ACTIVE.get()
-        if rec is None or not rec.keep:
+        if rec is None or not rec.keep or not rec.extras:
             return
         call = rec.last.get(id(attn_module))
         if call is not None and call.wo_out is None and isinstance(output, torch.Tensor):

@@ -34,9 +34,14 @@ def run_model(
     decoder_ids: torch.Tensor | None = None,
     ablate: Mapping[tuple[str, int], Sequence[int]] | None = None,
     record: bool = True,
+    extras: bool = True,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
+
+    ``extras`` False (long texts): record only what the attention pattern needs (q, k, v, bias, mask: no X,
+    no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
+    only (a decoder's logits at 2048 tokens are 2048 × 49152 floats; none are kept: logits None).
 
     Shapes: input_ids [b, pos] long; attention_mask [b, pos] (1 = token, 0 = padding); decoder_ids
     [b, target_pos] (required for encoder-decoder models).
@@ -52,9 +57,12 @@ def run_model(
         if bad:
             raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {lm.n_heads - 1}")
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, ablate=plan, keep=record)
+    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras)
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
+    kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass
+    if not extras and "logits_to_keep" in _forward_parameters(lm):
+        kwargs["logits_to_keep"] = 1
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask.to(dev)
     if decoder_ids is not None:
@@ -69,7 +77,7 @@ def run_model(
     return ModelRun(
         calls=calls,
         hidden=hidden[-1].detach().float().cpu(),
-        logits=None if logits is None else logits.detach().float().cpu(),
+        logits=None if logits is None or not extras else logits.detach().float().cpu(),
     )
 
 
@@ -137,7 +145,11 @@ def run_layer(lm: LoadedModel, input_ids: torch.Tensor, part: str, layer: int) -
     return ModelRun(calls={(part, layer): call}, hidden=torch.empty(call.x.shape[0], 0, lm.d_model), logits=None)
 
 
-def _no_cache(lm: LoadedModel) -> dict:
+def _forward_parameters(lm: LoadedModel) -> Mapping:
     import inspect
 
-    return {"use_cache": False} if "use_cache" in inspect.signature(lm.model.forward).parameters else {}
+    return inspect.signature(lm.model.forward).parameters
+
+
+def _no_cache(lm: LoadedModel) -> dict:
+    return {"use_cache": False} if "use_cache" in _forward_parameters(lm) else {}

@@ -17,7 +17,7 @@ from mha_viz import circuit_report, claims, importance, pipeline, studies
 from mha_viz.config import Config
 from mha_viz.edits import divisors
 from mha_viz.own import save_weights
-from mha_viz.pipeline import LoadedModel, Tokens
+from mha_viz.pipeline import Call, LoadedModel, Tokens
 from mha_viz.trace import AttentionTrace, AttentionWeights
 from mha_viz.ui.memo import CACHES, SizedCache, freeze_heap, sized_cache, tune_allocator
 
@@ -85,18 +85,43 @@ def get_base(config: Config, text: str, target: str | None, part: str | None, la
     call = rec.run.calls[(part, layer)]
     return Base(
         rec.query_tokens(part), rec.key_tokens(part), part, lm.parts, lm.n_layers(part), int(call.q.shape[1]),
-        int(call.k.shape[1]), int(call.q.shape[-1]), int(call.wo_out.shape[-1]), site.causal, bool(site.qkv),
+        int(call.k.shape[1]), int(call.q.shape[-1]), pipeline.d_model(rec), site.causal, bool(site.qkv),
         lm.name, False,
     )  # fmt: skip
 
 
+def get_trace(
+    config: Config, text: str, target: str | None, part: str | None, layer: int, x: bool = True
+) -> AttentionTrace:
+    """The traced layer after the what-if edits in ``config``. ``x`` False: a view that shows only weights does not
+    need a long text's X (pipeline.layer_trace); short texts always have it (one cache entry either way)."""
+    whole = x or config.own or not recording_of(config, text, target).slim
+    return _get_trace(config, text, target, part, layer, whole)
+
+
 @sized_cache(max_entries=64, max_mb=256)
-def get_trace(config: Config, text: str, target: str | None, part: str | None, layer: int) -> AttentionTrace:
-    """The traced layer after the what-if edits in ``config``."""
+def _get_trace(config: Config, text: str, target: str | None, part: str | None, layer: int, x: bool) -> AttentionTrace:
     if config.own:
         return get_own(config, text)[1]
     lm = model_of(config)
-    return pipeline.layer_trace(lm, recording_of(config, text, target), part, layer, config)
+    rec = whole_layer(config, text, target, part, layer) if x else recording_of(config, text, target)
+    return pipeline.layer_trace(lm, rec, part, layer, config, x=x)
+
+
+@sized_cache(max_entries=4, max_mb=128)
+def get_layer_call(config: Config, text: str, target: str | None, part: str, layer: int) -> Call:
+    """One layer's whole call (X, W^O in and out, pre-rotary q and k) of a slim recording: the model run as
+    far as this layer, once per layer (at 2048 tokens of SmolLM2, ~30 MB)."""
+    return pipeline.layer_call(model_of(config), recording_of(config, text, target), part, layer)
+
+
+def whole_layer(config: Config, text: str, target: str | None, part: str | None, layer: int) -> pipeline.Recording:
+    """The recording with ``layer`` whole (a short text's recording is whole already)."""
+    rec = recording_of(config, text, target)
+    if not rec.slim:
+        return rec
+    part = model_of(config).part(part)
+    return pipeline.with_call(rec, part, layer, get_layer_call(config, text, target, part, layer))
 
 
 @sized_cache(max_entries=16, max_mb=192)
@@ -118,7 +143,7 @@ def _plain_layer(config: Config, text: str, target: str | None, part: str | None
         w = pipeline.own_weights(config)
         return w, pipeline.own_input(model_of(config), text, config, w.d_model)[1]
     lm = model_of(config)
-    rec = recording_of(config, text, target)
+    rec = whole_layer(config, text, target, part, layer)
     part = lm.part(part)
     return pipeline.layer_weights(lm, rec, part, layer), pipeline.layer_input(rec, part, layer)
 
@@ -333,7 +358,7 @@ def get_role_labels(
     special = np.asarray(tokens.special, dtype=bool)
     names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
     punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
-    pattern = get_trace(config, text, target, part, layer).pattern.numpy()  # [h, n, n]
+    pattern = get_trace(config, text, target, part, layer, x=False).pattern.numpy()  # [h, n, n]
     return tuple(str(label) for label in head_roles(pattern, special, punct, names, tokens.ids)["label"])
 
 

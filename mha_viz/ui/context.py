@@ -46,10 +46,11 @@ class Ctx:
         kind = f"{PART_NAMES[self.part]}, " if len(self.base.parts) > 1 else ""
         return f"{kind}layer {self.layer}"
 
-    def trace(self, layer: int | None = None, **edits) -> AttentionTrace:
-        """The layer's trace (this layer by default) with the sidebar's settings plus ``edits``."""
+    def trace(self, layer: int | None = None, x: bool = True, **edits) -> AttentionTrace:
+        """The layer's trace (this layer by default) with the sidebar's settings plus ``edits``. ``x`` False: a view
+        that shows no X (nor pre-rotary q, k) spares a long text's pass to this layer (cache.get_trace)."""
         config = dataclasses.replace(self.config, **edits) if edits else self.config
-        return get_trace(config, self.c.text, self.target, self.part, self.layer if layer is None else layer)
+        return get_trace(config, self.c.text, self.target, self.part, self.layer if layer is None else layer, x)
 
     @property
     def hidden(self) -> tuple[bool, ...]:

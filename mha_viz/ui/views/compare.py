@@ -13,7 +13,7 @@ from mha_viz.ui.context import Ctx, valid_choice
 
 def compare_view(ctx: Ctx) -> None:
     layers = list(range(ctx.base.n_layers))
-    h = ctx.trace().n_heads
+    h = ctx.trace(x=False).n_heads
     cols = st.columns(4)
     picks = []
     for j, side in enumerate("ab"):
@@ -22,7 +22,7 @@ def compare_view(ctx: Ctx) -> None:
         la = cols[2 * j].selectbox(f"Layer {side.upper()}", layers, key=f"{side}_layer", bind="query-params")
         he = cols[2 * j + 1].selectbox(f"Head {side.upper()}", list(range(h)), key=f"{side}_head", bind="query-params")
         picks.append((int(la), int(he)))
-    shows = [ctx.shown(ctx.trace(la)) for la, _ in picks]
+    shows = [ctx.shown(ctx.trace(la, x=False)) for la, _ in picks]
     labels, keys = shows[0].labels, shows[0].key_labels
     (la_a, he_a), (la_b, he_b) = picks
     pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
@@ -38,7 +38,7 @@ def compare_view(ctx: Ctx) -> None:
         "colour is the same weight in both."
     )
 
-    sh = ctx.shown(ctx.trace())
+    sh = ctx.shown(ctx.trace(x=False))
     dist = head_distances(sh.pattern)
     order = similarity_order(dist)
     names = head_names(sh.pattern.shape[0])

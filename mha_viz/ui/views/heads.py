@@ -31,7 +31,7 @@ def _on_grid_click() -> None:
 
 def heads_view(ctx: Ctx) -> None:
     check_grid(ctx.base.n_heads)
-    t = ctx.trace()
+    t = ctx.trace(x=False)
     sh = ctx.shown(t, follow_measure=True)
     ctx.measure_note()
     h, n = sh.pattern.shape[0], len(sh.labels)

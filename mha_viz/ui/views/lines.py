@@ -94,7 +94,7 @@ def _windows(
 
 
 def lines_view(ctx: Ctx) -> None:
-    t = ctx.trace()
+    t = ctx.trace(x=False)
     sh = ctx.shown(t, follow_measure=True)
     ctx.measure_note()
     h = sh.pattern.shape[0]

@@ -93,7 +93,7 @@ def _causal(ctx: Ctx, head: int) -> None:
             "what a real token sees."
         )
         return
-    t = ctx.trace(causal=True)
+    t = ctx.trace(x=False, causal=True)
     tok = list(t.tokens)
     title = f"What if: causal mask, {ctx.where}, head {head}   [{len(tok)} × {len(tok)}]"
     fig = matrix_heatmap(t.pattern[head].numpy(), tok, tok, title, value_name="weight", attention=True)

@@ -211,7 +211,7 @@ def _shown_head(
     for col, text, q, labels, name, key in ((cols[0], ctx.c.text, qa, labels_a, "first", "two_head_a"),
                                             (cols[1], text_b, qb, labels_b, "second", "two_head_b")):  # fmt: skip
         with col:
-            p = get_trace(ctx.config, text, ctx.target, ctx.part, la).pattern[he].numpy()  # [n, n]
+            p = get_trace(ctx.config, text, ctx.target, ctx.part, la, x=False).pattern[he].numpy()  # [n, n]
             rows = _around(len(labels), q)
             what = "" if rows.stop - rows.start == len(labels) else f" (rows {rows.start}–{rows.stop - 1})"
             fig = matrix_heatmap(p[rows], labels, labels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",

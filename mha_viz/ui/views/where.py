@@ -81,7 +81,7 @@ def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int, top: tuple[int, i
     a, b = st.columns(2)
     la = int(a.selectbox("Shown layer", list(range(L)), key="where_layer", bind="query-params"))
     he = int(b.selectbox("Shown head", list(range(H)), key="where_head", bind="query-params"))
-    p = shown_pattern(ctx.trace(la), ctx.measure)[he]  # [n_q, n_k]
+    p = shown_pattern(ctx.trace(la, x=False), ctx.measure)[he]  # [n_q, n_k]
     w = float(p[q, k])
     rows = row_window(n, WINDOW_ROWS, "where_rows", "the shown head", q) if n > WINDOW_FROM else slice(0, n)
     what = f"[{n} × {nk}]" if rows.stop - rows.start == n else f"rows {rows.start}–{rows.stop - 1} of [{n} × {nk}]"

@@ -68,7 +68,7 @@ def _intro(ctx: Ctx) -> str:
 
 
 def wo_view(ctx: Ctx) -> None:
-    base = ctx.trace()
+    base = ctx.trace(x=False)
     h = base.n_heads
     own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
     st.markdown(_intro(ctx))
@@ -89,11 +89,11 @@ def wo_view(ctx: Ctx) -> None:
 def _what_if(ctx: Ctx) -> None:
     """W^O swapped for another and the output compared: a fragment, so a change of the variant (mode, seed, heads,
     factor) reruns only this part."""
-    base = ctx.trace()
+    base = ctx.trace(x=False)
     h = base.n_heads
     cosine = "cosine to the output with the " + ("learned" if not ctx.base.own else "original") + " W^O"
     edits = _wo_edits(h)
-    t = ctx.trace(**edits)
+    t = ctx.trace(x=False, **edits)
     labels = t.tokens
     change = output_change(base.output.numpy(), t.output.numpy())
     fig = cached_figure(

@@ -1,0 +1,86 @@
+"""Slim recordings (long texts): only q, k, v, bias and mask per call, and X and the rest of one layer from a
+pass run as far as that layer. Every value a view gets is the same as from a whole recording; the dashboard
+draws the same X and weights from either."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_app import array, assert_clean, heatmaps, run_app, specs
+
+from mha_viz import pipeline
+from mha_viz.config import Config
+from mha_viz.models.load import LoadedModel, prepare
+from mha_viz.pipeline import layer_call, layer_trace, record
+from mha_viz.studies import all_patterns
+from zoo import build
+
+TEXT = "The slim recording keeps what the pattern needs, and the river bank was too wide to cross at night."
+TRACE_FIELDS = ("x", "q", "k", "v", "scores", "pattern", "z", "concat", "output", "W_O")
+
+
+@pytest.fixture
+def slim(monkeypatch):
+    """Every recording in this test is slim (as a long text's would be)."""
+    monkeypatch.setattr(pipeline, "SLIM_BYTES", 0)
+
+
+def test_slim_recording_keeps_only_the_pattern_core(minilm: LoadedModel, monkeypatch) -> None:
+    whole = record(minilm, TEXT)
+    monkeypatch.setattr(pipeline, "SLIM_BYTES", 0)
+    thin = record(minilm, TEXT)
+    assert thin.slim and not whole.slim
+    for key, call in thin.run.calls.items():
+        full = whole.run.calls[key]
+        assert call.x is None and call.wo_in is None and call.wo_out is None
+        for name in ("q", "k", "v"):
+            assert torch.equal(getattr(call, name), getattr(full, name)), (key, name)
+        assert call.delta == full.delta
+    assert pipeline.d_model(thin) == pipeline.d_model(whole) == minilm.d_model
+
+
+def test_slim_traces_equal_whole_ones(minilm: LoadedModel, monkeypatch) -> None:
+    whole = record(minilm, TEXT)
+    monkeypatch.setattr(pipeline, "SLIM_BYTES", 0)
+    thin = record(minilm, TEXT)
+    for layer in (0, 3, 5):
+        want = layer_trace(minilm, whole, None, layer, Config())
+        weights_only = layer_trace(minilm, thin, None, layer, Config(), x=False)
+        assert weights_only.x.shape == (len(thin.tokens.ids), 0)  # no X: said by its shape, never made up
+        for name in TRACE_FIELDS[1:]:
+            assert torch.equal(getattr(weights_only, name), getattr(want, name)), (layer, name)
+        got = layer_trace(minilm, thin, None, layer, Config())  # X wanted: the model run to this layer
+        for name in TRACE_FIELDS:
+            assert torch.equal(getattr(got, name), getattr(want, name)), (layer, name)
+    regrouped = layer_trace(minilm, thin, None, 2, Config(heads=6), x=False)  # re-split heads need X: fetched
+    assert torch.equal(regrouped.pattern, layer_trace(minilm, whole, None, 2, Config(heads=6)).pattern)
+    everyone = all_patterns(minilm, whole, None, Config())  # [L, H, n, n]
+    np.testing.assert_array_equal(all_patterns(minilm, thin, None, Config()), everyone)
+
+
+def test_slim_rotary_decoder_layer_gets_its_pre_rotary_q_and_k(monkeypatch) -> None:
+    lm = prepare(build("llama"), None, "llama")
+    ids = torch.randint(3, 120, (1, 12), generator=torch.Generator().manual_seed(5))
+    labels = tuple(f"t{i}" for i in range(12))
+    tokens = pipeline.Tokens(tuple(ids[0].tolist()), labels, labels, (False,) * 12)
+    whole = pipeline.Recording(tokens, None, pipeline.run_model(lm, ids))
+    thin = pipeline.Recording(tokens, None, pipeline.run_model(lm, ids, extras=False), slim=True)
+    assert thin.run.logits is None and whole.run.logits is not None  # a slim pass keeps no logits
+    call, full = layer_call(lm, thin, None, 1), whole.run.calls[("decoder", 1)]
+    for name in ("q", "k", "v", "x", "q_pre", "k_pre", "wo_in", "wo_out", "allowed"):
+        assert torch.equal(getattr(call, name), getattr(full, name)), name
+
+
+def test_dashboard_draws_the_same_from_a_slim_recording(slim, minilm: LoadedModel) -> None:
+    text = TEXT + " (slim)"
+    at = run_app(view="Lesson", text=text, layer="2")
+    assert_clean(at)
+    want = layer_trace(minilm, record(minilm, text), None, 2, Config())  # slim too: X from the pass to layer 2
+    (x,) = specs(at)
+    np.testing.assert_allclose(array(heatmaps(x)[0]["z"]), want.x.numpy(), rtol=1e-6, atol=1e-6)
+    at = run_app(view="Heads", text=text, layer="2")
+    assert_clean(at)
+    grid = next(s for s in specs(at) if len(heatmaps(s)) == want.n_heads)
+    for h, hm in enumerate(heatmaps(grid)):
+        np.testing.assert_allclose(array(hm["z"]), want.pattern[h].numpy(), atol=1e-6)
