@@ -66,6 +66,51 @@ def _is_causal(p: np.ndarray) -> bool:
     return bool(p.shape[-1] == p.shape[-2] and not np.triu(p, 1).any())
 
 
+def _head_scores(
+    p: np.ndarray, k: int, scores: dict[str, np.ndarray], per_special: np.ndarray, sp: np.ndarray, pu: np.ndarray,
+    dup_mask: np.ndarray, ind_mask: np.ndarray, causal: bool,
+) -> None:  # fmt: skip
+    """Head k's scores (see ROLE_RULES) into scores[key][k], and per_special[k]. Shapes: p [n, n] float64."""
+    n = p.shape[0]
+    scores["entropy"][k] = row_entropy(p).mean(-1)
+    if n > 1:
+        scores["first"][k] = p[1:, 0].mean()
+    q = p[1:, :].copy()  # [n-1, n]: query tokens after the first (position 0 can only see itself in a decoder)
+    q[:, 0] = 0.0  # the sink taken out; what is left is compared against its own total
+    mass = q.sum(-1)  # [n-1]: non-sink weight of each row
+    per_special[k] = q[:, sp].sum(0)
+    if n <= 1:
+        return
+    r = np.arange(n - 1)  # row r is query i = r + 1
+    seen = r + 1 if causal else np.full(n - 1, n - 1)  # non-sink keys each row can attend to
+    choice = seen >= 2  # a row that sees one non-sink key only has no choice: it says nothing
+
+    def share(num_rows: np.ndarray, elig: np.ndarray) -> float:
+        """Σ over eligible rows of their weight on the chosen keys ÷ their non-sink weight."""
+        elig = elig & choice
+        den = mass[elig].sum()
+        return float(num_rows[elig].sum() / den) if den > EPS else 0.0
+
+    everyone = np.ones(n - 1, dtype=bool)
+    prev = np.zeros(n - 1)
+    prev[1:] = q[r[1:], r[1:]]  # key i - 1 (never position 0)
+    scores["prev"][k] = share(prev, r >= 1)
+    nxt = np.zeros(n - 1)
+    nxt[: n - 2] = q[r[: n - 2], r[: n - 2] + 2]  # key i + 1
+    scores["next"][k] = share(nxt, r <= n - 3)
+    scores["self"][k] = share(q[r, r + 1], everyone)  # key i
+    cols = np.arange(n) >= 1
+    scores["special"][k] = share(q[:, sp & cols].sum(-1), everyone)
+    scores["punct"][k] = share(q[:, pu & cols].sum(-1), everyone)
+    for key, mask in (("dup", dup_mask[1:]), ("induction", ind_mask[1:])):  # [n-1, n], sparse
+        rows, keys = np.nonzero(mask)
+        scores[key][k] = share(np.bincount(rows, weights=q[rows, keys], minlength=n - 1), mask.any(-1))
+    spread = np.divide(q, mass[:, None], out=np.zeros_like(q), where=mass[:, None] > EPS)  # rows summing to 1
+    h_norm = row_entropy(spread) / np.log(np.maximum(seen, 2))  # [n-1]
+    den = mass[choice].sum()
+    scores["spread"][k] = float((mass * h_norm)[choice].sum() / den) if den > EPS else 0.0
+
+
 def head_roles(
     pattern: np.ndarray,
     special: np.ndarray,
@@ -79,49 +124,19 @@ def head_roles(
     triangle is zero everywhere is taken as causal (row i sees keys 0..i) for spread.
     Shapes: pattern [h, n, n]; special, punct, ids [n] -> each score [h] float and labels [h] (str).
     """
-    p = np.asarray(pattern, dtype=np.float64)
+    p = np.asarray(pattern)
     h, n, _ = p.shape
     sp = np.asarray(special, dtype=bool)
     pu = np.asarray(punct, dtype=bool)
     names = list(special_names) if special_names else ["special"] * int(sp.sum())  # one per special token
     dup_mask, ind_mask = repeat_masks(ids, n) if ids is not None else (np.zeros((n, n), bool),) * 2
     scores = {k: np.zeros(h) for k in SCORE_KEYS}
-    scores["entropy"] = row_entropy(p).mean(-1)
-    rows = np.arange(1, n)  # query tokens after the first (position 0 can only see itself in a decoder)
-    q = p[:, 1:, :].copy()  # [h, n-1, n]
-    if n > 1:
-        scores["first"] = q[:, :, 0].mean(-1)
-    q[:, :, 0] = 0.0  # the sink taken out; what is left is compared against its own total
-    mass = q.sum(-1)  # [h, n-1]: non-sink weight of each row
-
+    per_special = np.zeros((h, int(sp.sum())))  # non-sink weight each special token receives
     causal = _is_causal(p)
-    seen = rows if causal else np.full(n - 1, n - 1)  # non-sink keys each row can attend to
-    choice = seen >= 2  # a row that sees one non-sink key only has no choice: it says nothing
-
-    def share(keys: np.ndarray, eligible: np.ndarray | None = None) -> np.ndarray:
-        """Σ over eligible rows of the weight on ``keys`` [n-1, n] ÷ their non-sink weight. -> [h]."""
-        elig = (keys.any(-1) if eligible is None else eligible) & choice
-        num = (q * keys[None]).sum(-1)[:, elig].sum(-1)
-        den = mass[:, elig].sum(-1)
-        return np.divide(num, den, out=np.zeros(h), where=den > EPS)
-
-    i, j = np.meshgrid(rows, np.arange(n), indexing="ij")  # [n-1, n]
-    if n > 1:
-        scores["prev"] = share((j == i - 1) & (j >= 1))
-        scores["next"] = share(j == i + 1)
-        scores["self"] = share(j == i)
-        everyone = np.ones(n - 1, dtype=bool)
-        scores["special"] = share(np.broadcast_to(sp & (np.arange(n) >= 1), (n - 1, n)), everyone)
-        scores["punct"] = share(np.broadcast_to(pu & (np.arange(n) >= 1), (n - 1, n)), everyone)
-        scores["dup"] = share(dup_mask[1:])
-        scores["induction"] = share(ind_mask[1:])
-        r = np.divide(q, mass[..., None], out=np.zeros_like(q), where=mass[..., None] > EPS)
-        h_norm = row_entropy(r) / np.log(np.maximum(seen, 2))  # [h, n-1]
-        den = mass[:, choice].sum(-1)
-        scores["spread"] = np.divide((mass * h_norm)[:, choice].sum(-1), den, out=np.zeros(h), where=den > EPS)
+    for k in range(h):  # one head at a time: [n, n] float64 temporaries, never [h, n, n] ones
+        _head_scores(np.asarray(p[k], dtype=np.float64), k, scores, per_special, sp, pu, dup_mask, ind_mask, causal)
     n_dup = int(dup_mask.any(-1).sum())
     n_ind = int(ind_mask.any(-1).sum())
-    per_special = q[:, :, sp].sum(1)  # [h, n_special]: non-sink weight each special token receives
     first_name = f"{names[0]} sink" if n and sp[0] and names else FIRST_TOKEN_SINK
     t = ROLE_THRESHOLD
     labels = []

@@ -101,13 +101,19 @@ def focus_rows(
 def block_means(stack: np.ndarray, f: int) -> np.ndarray:
     """The last two axes averaged over f×f blocks (the last block on each side may be partial: it averages the
     cells it has), as figures.common.pool_blocks. Shapes: [..., n_q, n_k] -> [..., ceil(n_q/f), ceil(n_k/f)]."""
-    a = np.asarray(stack, dtype=np.float64)
+    a = np.asarray(stack)
     nq, nk = a.shape[-2:]
     mq, mk = math.ceil(nq / f), math.ceil(nk / f)
-    widths = [(0, 0)] * (a.ndim - 2) + [(0, mq * f - nq), (0, mk * f - nk)]
-    sums = np.pad(a, widths).reshape(*a.shape[:-2], mq, f, mk, f).sum((-1, -3))
-    counts = np.pad(np.ones((nq, nk)), widths[-2:]).reshape(mq, f, mk, f).sum((-1, -3))
+    if (mq * f, mk * f) != (nq, nk):  # zeros to whole blocks (in the input's dtype: no float64 copy of it)
+        a = np.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, mq * f - nq), (0, mk * f - nk)])
+    sums = a.reshape(*a.shape[:-2], mq, f, mk, f).sum((-1, -3), dtype=np.float64)
+    counts = np.outer(_block_sizes(nq, f), _block_sizes(nk, f))  # [mq, mk]: cells in each block
     return (sums / counts).astype(np.float32)
+
+
+def _block_sizes(n: int, f: int) -> np.ndarray:
+    """Cells along one side of each f-block (the last one may be partial). Shapes: -> [ceil(n / f)]."""
+    return np.minimum(f, n - np.arange(0, n, f)).astype(np.float64)
 
 
 def pool_factor(n_q: int, n_k: int, max_cells: int) -> int:

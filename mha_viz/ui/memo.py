@@ -124,6 +124,9 @@ def _evict_across(limit: int) -> None:
         CACHES[min(ticks)[1]]._drop_oldest()
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def key_of(value: object) -> object:
     """A hashable key for an argument: arrays and tensors by their shape, dtype and a digest of their bytes."""
     if isinstance(value, torch.Tensor):
@@ -131,6 +134,8 @@ def key_of(value: object) -> object:
     if isinstance(value, np.ndarray):
         data = np.ascontiguousarray(value)
         return ("ndarray", data.shape, str(data.dtype), hashlib.blake2b(data.tobytes(), digest_size=16).digest())
+    if isinstance(value, tuple) and all(type(v) in _PLAIN for v in value):
+        return value  # token labels and the like (2,048 of them at a long text): hashable as they are
     if isinstance(value, list | tuple):
         return tuple(key_of(v) for v in value)
     if isinstance(value, dict):

@@ -125,7 +125,7 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
             "matrix_heatmap", strip, sh.key_labels, tuple(head_names(h)), title, value_name=ctx.value_name
         )
         plot(fig, "focus_strip", ctx.c.image_format)
-    bars = cached_figure("focus_bars", sh.pattern, tuple(sh.key_labels), q, 4, focus)
+    bars = cached_figure("focus_bars", sh.pattern[:, q : q + 1], tuple(sh.key_labels), 0, 4, focus)  # row q only
     plot(bars, "focus_bars", ctx.c.image_format)
     downloads(
         "heads",
