@@ -70,8 +70,9 @@ def encode(lm: LoadedModel, text: str, target: str | None = None) -> tuple[Token
     return tokens, decoder_tokens(lm.tokenizer, target, lm.decoder_start_id or 0, lm.max_tokens, lm.name)
 
 
-def record(lm: LoadedModel, text: str, target: str | None = None) -> Recording:
-    """Tokenise and run the model once, recording every attention call."""
+def record(lm: LoadedModel, text: str, target: str | None = None, tile_cells: int = 0) -> Recording:
+    """Tokenise and run the model once, recording every attention call. A slim recording (a long text) also keeps
+    each layer's pattern as block means at most ``tile_cells`` per side, if asked (rows.pooled_patterns uses them)."""
     tokens, target_tokens = encode(lm, text, target)
     n = max(len(tokens.ids), len(target_tokens.ids) if target_tokens else 0)
     d_head = max(1, lm.d_model // max(1, lm.n_heads))
@@ -79,7 +80,7 @@ def record(lm: LoadedModel, text: str, target: str | None = None) -> Recording:
     budget.check("Heads", shape, recording=True, what="Recording the model")
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
     slim = shape.recording_bytes() > SLIM_BYTES and not lm.encoder_decoder  # (run_layer takes no decoder input)
-    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=not slim)
+    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=not slim, tile_cells=tile_cells * slim)
     return Recording(tokens, target_tokens, share_masks(run), slim)
 
 

@@ -8,7 +8,6 @@ on the same recorded q, k, bias and mask). Only one chunk of rows of one layer i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,6 +20,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import output_projection
 from mha_viz.norms import row_shares
 from mha_viz.pipeline import Recording, layer_trace
+from mha_viz.pooling import block_means, pool_factor
 from mha_viz.trace import MhaVizError
 
 CHUNK_CELLS = 2**23  # scores computed at once (h × rows × keys): about 32 MB of float32
@@ -98,27 +98,22 @@ def focus_rows(
     return np.stack([layer_rows(lm, rec, part, i, config, [q], measure)[:, 0] for i in range(lm.n_layers(part))])
 
 
-def block_means(stack: np.ndarray, f: int) -> np.ndarray:
-    """The last two axes averaged over f×f blocks (the last block on each side may be partial: it averages the
-    cells it has), as figures.common.pool_blocks. Shapes: [..., n_q, n_k] -> [..., ceil(n_q/f), ceil(n_k/f)]."""
-    a = np.asarray(stack)
-    nq, nk = a.shape[-2:]
-    mq, mk = math.ceil(nq / f), math.ceil(nk / f)
-    if (mq * f, mk * f) != (nq, nk):  # zeros to whole blocks (in the input's dtype: no float64 copy of it)
-        a = np.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, mq * f - nq), (0, mk * f - nk)])
-    sums = a.reshape(*a.shape[:-2], mq, f, mk, f).sum((-1, -3), dtype=np.float64)
-    counts = np.outer(_block_sizes(nq, f), _block_sizes(nk, f))  # [mq, mk]: cells in each block
-    return (sums / counts).astype(np.float32)
-
-
-def _block_sizes(n: int, f: int) -> np.ndarray:
-    """Cells along one side of each f-block (the last one may be partial). Shapes: -> [ceil(n / f)]."""
-    return np.minimum(f, n - np.arange(0, n, f)).astype(np.float64)
-
-
-def pool_factor(n_q: int, n_k: int, max_cells: int) -> int:
-    """The block side that leaves at most ``max_cells`` cells per side (as figures.common.pool_blocks)."""
-    return max(1, math.ceil(max(n_q, n_k) / max_cells))
+def recorded_tiles(lm: LoadedModel, rec: Recording, part: str, config: Config, f: int) -> np.ndarray | None:
+    """Every layer's weights as f×f block means kept during the recorded pass (Call.tiles: the checked pattern of
+    each layer, pooled as it was computed), when they are what ``config`` would show: no what-if that changes the
+    weights (re-split heads, an added causal mask, no scaling) and float32 on the CPU; else None.
+    Shapes: returns [L, H, m_q, m_k] float32."""
+    calls = [rec.run.calls[(part, i)] for i in range(lm.n_layers(part))]
+    if config.heads not in (None, int(calls[0].q.shape[1])) or config.causal or not config.scaled:
+        return None
+    if resolve_device(config.device).type != "cpu" or resolve_dtype(config.dtype) != torch.float32:
+        return None
+    if any(c.tiles is None or c.tile_f != f for c in calls):
+        return None
+    if not all(c.delta <= 1e-4 for c in calls):  # as layer_trace: a pattern that does not match is never shown
+        bad = next(i for i, c in enumerate(calls) if not c.delta <= 1e-4)
+        raise MhaVizError(f"mha-viz could not reproduce {lm.name}'s attention in {part} layer {bad}")
+    return np.stack([c.tiles for c in calls])
 
 
 def renormalised(p: np.ndarray, keep_k: np.ndarray | None) -> np.ndarray:
@@ -145,6 +140,11 @@ def pooled_patterns(
     cols = None if keep_k is None else np.asarray(keep_k, dtype=int)
     n_k = int(call.k.shape[-2]) if cols is None else len(cols)
     f = pool_factor(len(rows), n_k, max_cells)
+    recorded = (
+        recorded_tiles(lm, rec, part, config, f) if keep is None and keep_k is None and measure == "weight" else None
+    )
+    if recorded is not None:
+        return recorded, f
     h = int(call.q.shape[1]) if config.heads is None else int(config.heads)
     blocks = max(1, CHUNK_CELLS // max(1, h * n_k * f))  # row blocks per chunk
     out = []

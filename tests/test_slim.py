@@ -84,3 +84,33 @@ def test_dashboard_draws_the_same_from_a_slim_recording(slim, minilm: LoadedMode
     grid = next(s for s in specs(at) if len(heatmaps(s)) == want.n_heads)
     for h, hm in enumerate(heatmaps(grid)):
         np.testing.assert_allclose(array(hm["z"]), want.pattern[h].numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("cells", [4, 7, 64])
+def test_tiles_kept_in_the_pass_are_the_block_means_of_every_layer(
+    minilm: LoadedModel, monkeypatch, cells: int
+) -> None:
+    from mha_viz import rows
+    from mha_viz.models import capture
+    from mha_viz.pooling import block_means, pool_factor
+
+    whole = record(minilm, TEXT)
+    everyone = all_patterns(minilm, whole, None, Config())  # [L, H, n, n]
+    monkeypatch.setattr(pipeline, "SLIM_BYTES", 0)
+    monkeypatch.setattr(rows, "CHUNK_CELLS", 12 * 30 * 7)  # the fallback in many row chunks too
+    monkeypatch.setattr(capture, "CHECK_BLOCK", 12 * 30 * 2)  # the pass's check (and its tiles) in f-row chunks
+    thin = record(minilm, TEXT, tile_cells=cells)
+    n = everyone.shape[-1]
+    f = pool_factor(n, n, cells)
+    kept = rows.recorded_tiles(minilm, thin, "encoder", Config(), f)
+    assert kept is not None and kept.shape == (6, 12, -(-n // f), -(-n // f))
+    want = block_means(everyone, f)
+    np.testing.assert_allclose(kept, want, atol=1e-6)
+    tiles, got_f = rows.pooled_patterns(minilm, thin, None, Config(), cells)
+    assert got_f == f and np.array_equal(tiles, kept)
+    assert rows.recorded_tiles(minilm, thin, "encoder", Config(causal=True), f) is None  # a what-if: recomputed
+    causal, _ = rows.pooled_patterns(minilm, thin, None, Config(causal=True), cells)
+    np.testing.assert_allclose(
+        causal, block_means(all_patterns(minilm, whole, None, Config(causal=True)), f), atol=1e-6
+    )
+    assert rows.recorded_tiles(minilm, record(minilm, TEXT), "encoder", Config(), f) is None  # none asked: none kept

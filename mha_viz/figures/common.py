@@ -14,6 +14,7 @@ CELL_HOVER = "%{y} → %{x}: %{customdata[0]:.3f}<extra>%{meta}</extra>"
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
 CLICK_OVERLAY_MAX_CELLS = 10_000  # click markers per figure; above this, heads open from the selector only
+OVERVIEW_TILE = 48  # cells per Overview tile side: longer texts are block-averaged
 GRID_MAX_CELLS = 128  # per side of each small heatmap; longer texts are shown block-averaged
 POOLED_HOVER = "%{y} → %{x}: mean %{z:.3f}<extra>%{meta}</extra>"
 LABEL_PX = 10  # an axis shows at most one token label per this many pixels; the others are thinned out

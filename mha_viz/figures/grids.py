@@ -14,6 +14,7 @@ from mha_viz.figures.common import (
     GRID_MAX_CELLS,
     GRID_WIDTH_PX,
     LABEL_PX,
+    OVERVIEW_TILE,
     POOLED_HOVER,
     SEQUENTIAL,
     WEIGHT_HOVER,
@@ -134,7 +135,7 @@ def short_title(title: str, px: float) -> str:
     return title if len(title) <= most else title[: most - 1].rstrip() + "…"
 
 
-def overview(patterns: np.ndarray, tile: int = 48, gap: int = 2, group: int = 1) -> go.Figure:
+def overview(patterns: np.ndarray, tile: int = OVERVIEW_TILE, gap: int = 2, group: int = 1) -> go.Figure:
     """All layers × heads in one heatmap: one tile per head, rows = layers, columns = heads.
 
     Tiles larger than ``tile`` tokens are block-averaged down to about ``tile`` cells (the Heads

@@ -19,9 +19,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from mha_viz.attention import attention_pattern
+from mha_viz.pooling import block_means, pool_factor
 from mha_viz.trace import MhaVizError
 
 NAME = "mha_viz"
@@ -57,6 +59,8 @@ class Call:
     wo_out: torch.Tensor | None = None
     q_pre: torch.Tensor | None = None  # [b, q_pos, h*dh]: the query projection before rotary embeddings
     k_pre: torch.Tensor | None = None  # [b, k_pos, kv*dh]: the key projection before rotary embeddings
+    tiles: np.ndarray | None = None  # [n_heads, ceil(q_pos/f), ceil(k_pos/f)]: batch item 0's pattern, f×f block means
+    tile_f: int = 0  # the block side f of ``tiles``
 
 
 @dataclass(eq=False)
@@ -70,6 +74,7 @@ class Recorder:
     only: tuple[str, int] | None = None  # record only this (part, layer); None: every call
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
     extras: bool = True  # False: only what the pattern needs (q, k, v, bias, mask); no X, W^O in/out, pre-rotary
+    tile_cells: int = 0  # > 0: each call also keeps its checked pattern's block means, at most this many per side
     calls: list[Call] = field(default_factory=list)
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
@@ -193,7 +198,7 @@ def _record(
         wo_in=_cpu(out.reshape(*out.shape[:2], -1)) if rec.extras else None,  # [b, q_pos, h*dh]
     )
     if isinstance(weights, torch.Tensor):  # the self-check: our recomputation against the model's own weights
-        call.delta = self_check(call, weights)
+        call.delta = self_check(call, weights, rec.tile_cells)
     x, x_kv = rec.pending.pop(id(module), (None, None))
     call.x, call.x_kv = x, x_kv
     call.q_pre = rec.pending_pre.pop((id(module), "q"), None)
@@ -204,11 +209,15 @@ def _record(
 CHECK_BLOCK = 2**24  # elements of [h, rows, k_pos] compared at once (64 MB in float32)
 
 
-def self_check(call: Call, weights: torch.Tensor) -> float:
+def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
     """max |our pattern - the model's weights| over live rows, a block of query rows at a time (so a long
-    text never needs a second and third [b, h, q_pos, k_pos] copy). Shapes: weights [b, h, q_pos, k_pos]."""
+    text never needs a second and third [b, h, q_pos, k_pos] copy). With ``tile_cells``, our pattern's block
+    means (batch item 0) are kept in call.tiles on the way (pooling.block_means).
+    Shapes: weights [b, h, q_pos, k_pos]."""
     b, h, n, nk = weights.shape
-    rows = max(1, CHECK_BLOCK // max(1, b * h * nk))
+    f = pool_factor(n, nk, tile_cells) if tile_cells else 1
+    rows = max(f, CHECK_BLOCK // max(1, b * h * nk) // f * f)  # whole f-blocks of rows
+    tiles = []
     worst = 0.0
     for r in range(0, n, rows):
         sl = slice(r, r + rows)
@@ -220,6 +229,8 @@ def self_check(call: Call, weights: torch.Tensor) -> float:
             call.q[..., sl, :], call.k, scale=call.scaling, softcap=call.softcap, bias=part(call.bias),
             allowed=part(call.allowed),
         )  # fmt: skip
+        if tile_cells:
+            tiles.append(block_means(pattern[0].numpy(), f))  # [h, rows / f, ceil(nk / f)]
         diff = pattern.sub_(_cpu(weights[..., sl, :])).abs_()  # in place: our fresh pattern is not kept
         if bool(dead.any()):
             diff.masked_fill_(dead.unsqueeze(-1), 0.0)
@@ -227,6 +238,8 @@ def self_check(call: Call, weights: torch.Tensor) -> float:
         if block != block:  # NaN: reported as is (the trace refuses it)
             return block
         worst = max(worst, block)
+    if tile_cells:
+        call.tiles, call.tile_f = np.concatenate(tiles, axis=-2), f
     return worst
 
 

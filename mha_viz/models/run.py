@@ -35,6 +35,7 @@ def run_model(
     ablate: Mapping[tuple[str, int], Sequence[int]] | None = None,
     record: bool = True,
     extras: bool = True,
+    tile_cells: int = 0,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
@@ -42,6 +43,7 @@ def run_model(
     ``extras`` False (long texts): record only what the attention pattern needs (q, k, v, bias, mask: no X,
     no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
     only (a decoder's logits at 2048 tokens are 2048 × 49152 floats; none are kept: logits None).
+    ``tile_cells`` > 0: each call keeps its checked pattern's block means too (Call.tiles: the Overview's tiles).
 
     Shapes: input_ids [b, pos] long; attention_mask [b, pos] (1 = token, 0 = padding); decoder_ids
     [b, target_pos] (required for encoder-decoder models).
@@ -57,7 +59,7 @@ def run_model(
         if bad:
             raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {lm.n_heads - 1}")
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras)
+    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells)
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass

@@ -16,6 +16,7 @@ import torch
 from mha_viz import circuit_report, claims, importance, pipeline, studies
 from mha_viz.config import Config
 from mha_viz.edits import divisors
+from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.own import save_weights
 from mha_viz.pipeline import Call, LoadedModel, Tokens
 from mha_viz.trace import AttentionTrace, AttentionWeights
@@ -58,8 +59,9 @@ def model_of(config: Config) -> LoadedModel:
 
 @sized_cache(max_entries=16, max_mb=256)
 def get_recording(model_name: str, device: str, text: str, target: str | None) -> pipeline.Recording:
-    """One model pass over the text (and target), every attention call recorded."""
-    return pipeline.record(get_model(model_name, device), text, target)
+    """One model pass over the text (and target), every attention call recorded (a long text's with the
+    Overview's tiles: get_pooled_patterns then needs no second look at every layer)."""
+    return pipeline.record(get_model(model_name, device), text, target, tile_cells=OVERVIEW_TILE)
 
 
 def recording_of(config: Config, text: str, target: str | None) -> pipeline.Recording:

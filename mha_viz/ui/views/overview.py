@@ -6,12 +6,12 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.figures import GRID_MAX_CELLS, overview
-from mha_viz.figures.common import plural
+from mha_viz.figures.common import OVERVIEW_TILE, plural
 from mha_viz.ui.cache import get_pooled_patterns
 from mha_viz.ui.common import downloads, plot, shown
 from mha_viz.ui.context import Ctx, clicked_points, open_head
 
-TILE = 48  # cells per tile side (figures.overview's default): longer texts are block-averaged as computed
+TILE = OVERVIEW_TILE  # cells per tile side: longer texts are block-averaged as computed
 
 
 def _on_tile_click() -> None:
