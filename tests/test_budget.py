@@ -92,3 +92,38 @@ def test_caches_together_hold_the_process_limit(monkeypatch) -> None:
     assert memo.total_bytes() == 2000 <= 2500
     assert second.get_or_compute("huge", lambda: np.zeros(3000, np.uint8)).nbytes == 3000  # returned, not kept
     assert "huge" not in second and second.skipped == 1 and memo.total_bytes() == 2000
+
+
+def test_an_oversize_value_is_held_for_the_rest_of_its_sessions_run(monkeypatch) -> None:
+    """Too large to keep: computed once per page run of a session (held until the run ends), never shared."""
+    from mha_viz.ui import memo
+
+    cache = SizedCache("held", max_entries=3, max_bytes=1000)
+    calls = []
+
+    def make(n: int):
+        calls.append(n)
+        return np.zeros(n, dtype=np.uint8)
+
+    session = ["s1"]
+    monkeypatch.setattr(memo, "_run_owner", lambda: session[0])
+    first = cache.get_or_compute("big", lambda: make(5000))
+    assert cache.get_or_compute("big", lambda: make(5000)) is first and calls == [5000]  # held in this run
+    assert cache.total == 0  # not in the cache itself
+    session[0] = "s2"
+    assert cache.get_or_compute("big", lambda: make(5000)) is not first and len(calls) == 2  # another session
+    session[0] = "s1"
+    memo.drop_held()  # s1's page run ended
+    cache.get_or_compute("big", lambda: make(5000))
+    assert len(calls) == 3
+    cache.get_or_compute("other", lambda: make(6000))  # the latest oversize value replaces the held one
+    cache.get_or_compute("big", lambda: make(5000))
+    assert len(calls) == 5
+    session[0] = None  # outside a script run: nothing is held
+    cache.get_or_compute("x", lambda: make(7000))
+    cache.get_or_compute("x", lambda: make(7000))
+    assert len(calls) == 7
+    for owner in ("s1", "s2"):
+        session[0] = owner
+        memo.drop_held()
+    assert not memo._HELD

@@ -11,12 +11,12 @@ from mha_viz import budget
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import drop_held_recordings, get_base, model_of
+from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
-from mha_viz.ui.memo import collect_garbage, release_memory
+from mha_viz.ui.memo import collect_garbage, drop_held, release_memory
 from mha_viz.ui.sidebar import (
     IGNORED,
     MAX_TEXT_CHARS,
@@ -161,7 +161,7 @@ def _page(c: Controls) -> None:
         if tab.open:
             with tab, st.spinner("Computing…"):
                 guarded(lambda name=name: _run_view(name, ctx))
-    drop_held_recordings()
+    drop_held()
     release_memory()
 
 

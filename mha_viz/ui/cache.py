@@ -65,7 +65,7 @@ def get_recording(model_name: str, device: str, text: str, target: str | None) -
 
 
 def recording_of(config: Config, text: str, target: str | None) -> pipeline.Recording:
-    return held_recording(config.model_name, config.model_device, text, target)  # (long texts: see the end)
+    return get_recording(config.model_name, config.model_device, text, target)
 
 
 @sized_cache(max_entries=8, max_mb=64)
@@ -316,37 +316,6 @@ def get_layer_rows(
 
     lm = model_of(config)
     return rows.layer_rows(lm, recording_of(config, text, target), part, layer, config, slice(start, stop), measure)
-
-
-# A recording too large for its cache (SmolLM2 at 2048 tokens: ~1.3 GB) is computed, used and dropped; without
-# this, every caller in one script run would run the model again. It is held here until the page's run ends
-# (drop_held_recordings), one per session at a time; a fragment's rerun computes it again at most once.
-_HELD: dict[object, tuple[tuple, pipeline.Recording]] = {}
-
-
-def _run_owner() -> object:
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return None if ctx is None else ctx.session_id
-
-
-def held_recording(model_name: str, device: str, text: str, target: str | None) -> pipeline.Recording:
-    key = (model_name, device, text, target)
-    owner = _run_owner()
-    held = _HELD.get(owner)
-    if held is not None and held[0] == key:
-        return held[1]
-    before = get_recording.cache.skipped
-    rec = get_recording(model_name, device, text, target)
-    if get_recording.cache.skipped > before and owner is not None:  # too large to keep: hold it for this run
-        _HELD[owner] = (key, rec)
-    return rec
-
-
-def drop_held_recordings() -> None:
-    """Let go of this session's oversize recording (at the end of a page run)."""
-    _HELD.pop(_run_owner(), None)
 
 
 @sized_cache(max_entries=64, max_mb=1)

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 F = TypeVar("F", bound=Callable[..., Any])
 CACHES: list[SizedCache] = []
@@ -73,16 +74,22 @@ class SizedCache:
         self.skipped = 0  # values computed but too large to keep
 
     def get_or_compute(self, key: object, compute: Callable[[], object]) -> object:
+        owner = _run_owner()
         with _LOCK:
             if key in self._items:
                 value, size, _ = self._items.pop(key)
                 self._items[key] = (value, size, next(_TICK))
                 return value
+            held = _HELD.get(owner, {}).get(self.name)
+            if held is not None and held[0] == key:
+                return held[1]
         value = compute()
         size = nbytes(value)
         with _LOCK:
             if size > min(self.max_bytes, cache_limit_bytes()):
                 self.skipped += 1
+                if owner is not None:  # too large to keep: held for the rest of this session's page run
+                    _HELD.setdefault(owner, {})[self.name] = (key, value)
                 return value
             if key not in self._items:
                 self._items[key] = (value, size, next(_TICK))
@@ -107,6 +114,25 @@ class SizedCache:
         with _LOCK:
             self._items.clear()
             self.total = 0
+
+
+# A value too large for its cache (a 2048-token layer's trace: ~310 MB; SmolLM2's whole recording at 2048 before
+# recordings were slim) is computed, used and dropped; without this, every caller in one script run would compute
+# it again. The latest such value of each cache is held per session until its page run ends (drop_held); a
+# fragment's rerun computes it again at most once.
+_HELD: dict[object, dict[str, tuple[object, object]]] = {}
+
+
+def _run_owner() -> object:
+    """The session whose script is running in this thread (None outside a Streamlit script run)."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_id
+
+
+def drop_held() -> None:
+    """Let go of this session's oversize values (at the end of a page run)."""
+    with _LOCK:
+        _HELD.pop(_run_owner(), None)
 
 
 def total_bytes() -> int:
