@@ -36,6 +36,15 @@ def test_big_models_scan_on_request() -> None:
     assert not specs(at)
 
 
+def test_long_texts_scan_on_request() -> None:
+    """72 heads on a 100-token text: a pass per head of the whole model is seconds, so it waits for the button."""
+    text = " ".join(["The animal didn't cross the street because it was too tired."] * 8)  # ~110 tokens
+    at = run_app(view="Head importance", text=text)
+    assert_clean(at)
+    assert [b.label for b in at.button if b.label.startswith("Scan")] == ["Scan all 72 heads"]
+    assert not specs(at) and any("72 heads × 1 text(s)" in c.value for c in at.caption)
+
+
 def test_circuits_tab_matches_the_full_products(minilm) -> None:
     at = run_app(view="Circuits", layer="5", circ_head="head 11")
     assert_clean(at)

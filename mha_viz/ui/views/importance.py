@@ -14,7 +14,8 @@ from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
 from mha_viz.ui.sidebar import EXAMPLES
 
-AUTO_HEADS = 100  # scans of models with at most this many heads start by themselves (MiniLM: 72, ~0.5 s)
+AUTO_HEADS = 100  # scans of models with at most this many heads start by themselves (MiniLM: 72, ~0.5 s) ...
+AUTO_TOKENS = 96  # ... on texts of at most this many tokens (a 512-token text: 72 passes of ~1 s each)
 TEXT_SETS = {"this text": "this text", "set": "this text and the example sentences"}
 
 
@@ -79,8 +80,13 @@ def importance_view(ctx: Ctx) -> None:
     texts = _texts(ctx)
     args = (ctx.config, texts, ctx.target, ctx.part)
     done = has_importance("importance", *args)
-    if not done and n * len(texts) > AUTO_HEADS and not _run_button(_key("imp_go", args), f"Scan all {n} heads"):
-        st.caption(f"{n} heads × {len(texts)} text(s): one forward pass each. Press the button to start.")
+    tokens = len(ctx.base.tokens.ids)
+    auto = n * len(texts) <= AUTO_HEADS and tokens <= AUTO_TOKENS
+    if not done and not auto and not _run_button(_key("imp_go", args), f"Scan all {n} heads"):
+        st.caption(
+            f"{n} heads × {len(texts)} text(s), {tokens} tokens: one forward pass of the whole model each. "
+            "Press the button to start (it shows its progress and can be cancelled)."
+        )
         return
     if not done:
         bar, progress = _progress()
