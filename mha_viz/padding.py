@@ -21,7 +21,7 @@ from mha_viz.config import Config
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens
-from mha_viz.pipeline import MATCH_TOL, layer_trace, own_input, own_weights, record
+from mha_viz.pipeline import MATCH_TOL, Recording, layer_trace, own_input, own_weights, record
 from mha_viz.trace import MhaVizError
 
 PAD_LABEL = "[PAD]"
@@ -81,14 +81,17 @@ def _labels(tokens: Tokens, n: int) -> tuple[str, ...]:
     return (*tokens.labels, *(f"{PAD_LABEL} ({i})" for i in range(len(tokens.ids), n)))
 
 
-def padded_batch(lm: LoadedModel, first: str, second: str, layer: int) -> PaddedBatch:
+def padded_batch(
+    lm: LoadedModel, first: str, second: str, layer: int, first_alone: Recording | None = None
+) -> PaddedBatch:
     """Run ``first`` and ``second`` through the real model as one right-padded batch and alone; one layer's
-    patterns of both (encoders and decoder-only models; self-attention)."""
+    patterns of both (encoders and decoder-only models; self-attention). ``first_alone``: ``first``'s recording,
+    if there is one already (the dashboard's cached one)."""
     if lm.encoder_decoder:
         raise MhaVizError(f"{lm.name} is an encoder-decoder model; the padding demo runs encoders and decoders")
     part = lm.part(None)
     site = lm.site(part, layer)
-    alone = [record(lm, text) for text in (first, second)]  # tokenises, checks the budget, runs each alone
+    alone = [first_alone or record(lm, first), record(lm, second)]  # tokenises, checks the budget, runs each alone
     tokens = (alone[0].tokens, alone[1].tokens)
     pad_id = getattr(lm.tokenizer, "pad_token_id", None)
     ids, mask = pad_ids(*tokens, 0 if pad_id is None else pad_id)
@@ -96,7 +99,7 @@ def padded_batch(lm: LoadedModel, first: str, second: str, layer: int) -> Padded
     d_head = max(1, lm.d_model // max(1, lm.n_heads))
     shape = budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, 2 * len(lm.sites))
     budget.check("Masks", shape, recording=True, what="The padded batch")
-    run = run_model(lm, ids, attention_mask=mask.long())
+    run = run_model(lm, ids, attention_mask=mask.long(), only=(part, layer))  # this layer's call alone recorded
     call = run.calls[(part, layer)]
     if not call.delta <= MATCH_TOL:
         raise MhaVizError(f"mha-viz could not reproduce {lm.name}'s padded batch in layer {layer}; not shown")
@@ -104,7 +107,7 @@ def padded_batch(lm: LoadedModel, first: str, second: str, layer: int) -> Padded
         _, pattern, _ = attention_pattern(
             call.q, call.k, scale=call.scaling, softcap=call.softcap, bias=call.bias, allowed=call.allowed
         )  # [2, h, n, n]
-    single = tuple(layer_trace(lm, rec, part, layer, Config()).pattern for rec in alone)  # [h, len_b, len_b]
+    single = tuple(layer_trace(lm, rec, part, layer, Config(), x=False).pattern for rec in alone)  # [h, len_b, len_b]
     labels = (_labels(tokens[0], n), _labels(tokens[1], n))
     return PaddedBatch(tokens, ids, mask, pattern.float(), single, labels, bool(site.causal))
 

@@ -7,8 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.analysis import EPS, row_entropy
+from mha_viz.analysis import EPS
 from mha_viz.roles import SCORE_KEYS, head_roles, repeat_masks
+
+
+def row_entropy(p: np.ndarray) -> np.ndarray:
+    """Row entropy in nats, written plainly (clipped log)."""
+    return -(p * np.log(np.clip(p, EPS, None))).sum(-1)
 
 
 def reference_scores(p: np.ndarray, sp: np.ndarray, pu: np.ndarray, ids: np.ndarray) -> dict[str, np.ndarray]:

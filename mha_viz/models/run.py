@@ -36,6 +36,7 @@ def run_model(
     record: bool = True,
     extras: bool = True,
     tile_cells: int = 0,
+    only: tuple[str, int] | None = None,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
@@ -44,6 +45,7 @@ def run_model(
     no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
     only (a decoder's logits at 2048 tokens are 2048 × 49152 floats; none are kept: logits None).
     ``tile_cells`` > 0: each call keeps its checked pattern's block means too (Call.tiles: the Overview's tiles).
+    ``only`` (part, layer): record that call alone (the whole pass still runs).
 
     Shapes: input_ids [b, pos] long; attention_mask [b, pos] (1 = token, 0 = padding); decoder_ids
     [b, target_pos] (required for encoder-decoder models).
@@ -59,7 +61,7 @@ def run_model(
         if bad:
             raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {lm.n_heads - 1}")
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells)
+    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only)
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass
@@ -72,7 +74,7 @@ def run_model(
     with torch.no_grad(), recording(rec):
         out = lm.model(**kwargs)
     calls = {(c.part, c.layer): c for c in rec.calls}
-    if record and len(calls) != len(lm.sites):
+    if record and len(calls) != (1 if only else len(lm.sites)):
         raise MhaVizError(f"{lm.name} made {len(calls)} attention calls where {len(lm.sites)} were expected")
     hidden = getattr(out, "decoder_hidden_states", None) or out.hidden_states
     logits = getattr(out, "logits", None)

@@ -9,7 +9,7 @@ from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.masks import padded_pattern
 from mha_viz.padding import PaddedBatch, own_padded_batch, padded_batch
-from mha_viz.ui.cache import get_model, model_of
+from mha_viz.ui.cache import get_model, get_recording, model_of
 from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice
 from mha_viz.ui.memo import sized_cache
@@ -24,7 +24,8 @@ def get_padded(config: Config, first: str, second: str, layer: int) -> PaddedBat
     """The two texts as one padded batch (the real model, or own weights through our engine)."""
     if config.own:
         return own_padded_batch(model_of(config), first, second, config)
-    return padded_batch(get_model(config.model_name, config.model_device), first, second, layer)
+    lm = get_model(config.model_name, config.model_device)
+    return padded_batch(lm, first, second, layer, get_recording(config.model_name, config.model_device, first, None))
 
 
 def masks_view(ctx: Ctx) -> None:
