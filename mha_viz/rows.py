@@ -154,5 +154,6 @@ def pooled_patterns(
             chunk = rows[start : start + blocks * f]
             p = renormalised(layer_rows(lm, rec, part, layer, config, chunk.tolist(), measure), cols)  # [h, r, m_k]
             parts.append(block_means(p, f))
+            del p  # not held while the next chunk's scores and pattern are computed (at 512 tokens: 12 MB less)
         out.append(np.concatenate(parts, axis=-2))
     return np.stack(out), f
