@@ -103,3 +103,17 @@ def test_logit_lens_escapes_token_text() -> None:
     trace = fig.data[0]
     assert list(trace.x) == ["&lt;b&gt;x&lt;/b&gt;", "y"]
     assert trace.text[0][0] == "&lt;i&gt;a&lt;/i&gt;" and trace.text[1][1] == "&amp;"
+
+
+def test_focus_bars_colour_each_bar_by_its_weight_as_a_colour_string() -> None:
+    """Plotly warned once per bar (console.trace) for numeric bar colours; each bar now carries its colour."""
+    from plotly.colors import sample_colorscale
+
+    from mha_viz.figures import focus_bars
+    from mha_viz.figures.common import SEQUENTIAL
+
+    p = np.random.default_rng(3).dirichlet(np.ones(6), size=(2, 6)).astype(np.float32)  # [h, q, k]
+    fig = focus_bars(p, list("abcdef"), 2)
+    for h, bar in enumerate(fig.data):
+        assert list(bar.marker.color) == sample_colorscale(SEQUENTIAL, [float(v) for v in p[h, 2]])
+        assert all(str(c).startswith("rgb(") for c in bar.marker.color)

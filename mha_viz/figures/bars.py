@@ -6,11 +6,17 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from mha_viz.figures.common import SEQUENTIAL, _f32, _grid, safe
 
 FOCUS_TOP_KEYS = 24  # beyond this many tokens, each head's bars show its largest weights only
+
+
+def weight_colours(weights: np.ndarray) -> list[str]:
+    """Each weight's colour on the sequential scale from 0 to 1 (as the heatmaps colour it). Shapes: [k] -> k."""
+    return sample_colorscale(SEQUENTIAL, np.clip(np.asarray(weights, dtype=np.float64), 0.0, 1.0).tolist())
 
 
 def focus_bars(
@@ -36,7 +42,7 @@ def focus_bars(
             go.Bar(
                 x=[labels[k] for k in keys],
                 y=w[keys],
-                marker={"color": w[keys], "colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": 1.0},
+                marker={"color": weight_colours(w[keys])},  # rgb strings: numbers made Plotly warn per bar
                 hovertemplate=f"%{{meta}} → %{{x}}: %{{y:.3f}}<extra>head {i}</extra>",
                 meta=qlabel,
                 showlegend=False,
