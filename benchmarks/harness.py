@@ -119,10 +119,15 @@ FIRST_GRID_JS = """() => {
 # and nothing has changed for QUIET_MS. The time taken is the last change minus the input's time.
 QUIET_MS = 600
 WATCH_JS = """() => {
-  const w = window.__mv = {last: performance.now(), runs: 0, running: false, lt: []};
+  const w = window.__mv = {last: performance.now(), runs: 0, drawn: 0, running: false, lt: []};
   const app = document.querySelector("[data-testid='stApp']");
-  new MutationObserver(() => { w.last = performance.now(); })
-    .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  new MutationObserver(records => {
+    w.last = performance.now();
+    for (const r of records) {  // a chart redrawn (not its hover label) also means a run: a fragment's may be too
+      const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;  // quick to flip the script state
+      if (el && el.closest('.js-plotly-plot') && !el.closest('.hoverlayer')) { w.drawn += 1; break; }
+    }
+  }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
   new MutationObserver(records => {  // every change of the script state means a run started or ended
     w.runs += records.length;
     w.running = app.getAttribute('data-test-script-state') === 'running';
@@ -133,8 +138,8 @@ WATCH_JS = """() => {
 IDLE_JS = """(q) => { const w = window.__mv; const now = performance.now();
   const st = document.querySelector("[data-testid='stApp']").getAttribute('data-test-script-state');
   const stale = document.querySelectorAll("[data-stale='true']").length;
-  const ok = w.runs > 0 && !w.running && st === 'notRunning' && !stale && now - w.last > q;
-  return {ok: ok, runs: w.runs, last: w.last, lt: w.lt}; }"""
+  const ok = (w.runs > 0 || w.drawn > 0) && !w.running && st === 'notRunning' && !stale && now - w.last > q;
+  return {ok: ok, runs: w.runs + w.drawn, last: w.last, lt: w.lt}; }"""
 
 
 def watch(page) -> None:
@@ -150,7 +155,7 @@ def timed(page, action, timeout_s: float = 120, optional: bool = False) -> tuple
     within 10 s (it chose the value already shown) returns None; otherwise that is an error."""
     if hasattr(action, "prepare"):
         action.prepare()
-    page.evaluate("() => { const w = window.__mv; w.runs = 0; w.lt = []; w.last = performance.now(); }")
+    page.evaluate("() => { const w = window.__mv; w.runs = 0; w.drawn = 0; w.lt = []; w.last = performance.now(); }")
     t0 = page.evaluate("performance.now()")
     action()
     started = time.monotonic()

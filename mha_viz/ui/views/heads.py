@@ -125,8 +125,11 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
             "matrix_heatmap", strip, sh.key_labels, tuple(head_names(h)), title, value_name=ctx.value_name
         )
         plot(fig, "focus_strip", ctx.c.image_format)
-    bars = cached_figure("focus_bars", sh.pattern[:, q : q + 1], tuple(sh.key_labels), 0, 4, focus)  # row q only
-    plot(bars, "focus_bars", ctx.c.image_format)
+    bars_box = st.expander(f"“{focus}” as the query: bars, head by head", key="bars_open", on_change="rerun")
+    if bars_box.open:  # drawn only while open: the strip above shows the same weights as one heatmap
+        with bars_box:
+            bars = cached_figure("focus_bars", sh.pattern[:, q : q + 1], tuple(sh.key_labels), 0, 4, focus)  # row q
+            plot(bars, "focus_bars", ctx.c.image_format)
     downloads(
         "heads",
         npz={
