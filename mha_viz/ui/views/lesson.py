@@ -13,6 +13,7 @@ from mha_viz.lesson import Panel, build_steps, default_head, wo_origin
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import cached_figure, forget_figures, plot
 from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.lazy import LazyBoxes
 from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
 
@@ -63,40 +64,13 @@ def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: st
 STEP_KEY = "lesson_step_{}"  # session_state: whether step n's expander is open (the claims: CLAIM_KEYS)
 CLAIM_KEYS = ("lesson_claim_a", "lesson_claim_b")
 N_STEPS = 7
-OPENED = "_lesson_opened"  # session_state: {expander key: open}, what the reader opened or closed
 
 
 def _open_keys() -> list[str]:
     return [STEP_KEY.format(n) for n in range(1, N_STEPS + 1)] + list(CLAIM_KEYS)
 
 
-def _is_open(key: str) -> bool:
-    """Open unless the reader closed it: step 1; everything else only once opened."""
-    return st.session_state.get(OPENED, {}).get(key, key == STEP_KEY.format(1))
-
-
-def _all_open() -> bool:
-    return all(_is_open(k) for k in _open_keys())
-
-
-def _open_all() -> None:
-    """The "Open all steps" button: every step and both claims open (or, when they all are, every one closes)."""
-    value = not _all_open()
-    st.session_state[OPENED] = dict.fromkeys(_open_keys(), value)
-
-
-def _remember(key: str) -> None:
-    st.session_state.setdefault(OPENED, {})[key] = bool(st.session_state[key])
-
-
-def lazy_box(label: str, key: str):
-    """A keyed expander whose content is drawn only while it is open (``.open``); opening it reruns the lesson.
-
-    Its state is kept apart (OPENED) and handed to it before it is drawn: Streamlit identifies an expander by its
-    label too, and a label that names the head ("Q, K, V of head 5") would otherwise close when the head changes."""
-    st.session_state[key] = _is_open(key)
-    box = st.expander(label, key=key, on_change=_remember, args=(key,))
-    return box
+BOXES = LazyBoxes("lesson", _open_keys(), STEP_KEY.format(1))  # step 1 open at first, the rest on request
 
 
 def lesson_view(ctx: Ctx) -> None:
@@ -122,12 +96,7 @@ def _lesson(ctx: Ctx) -> None:
             "Head", list(range(h)), key="lesson_head", bind="query-params", format_func=lambda j: f"head {j}"
         )
     )
-    right.button(
-        "Close all steps" if _all_open() else "Open all steps",
-        key="lesson_open_all",
-        on_click=_open_all,
-        help="Every step's matrices and both claims at once (a longer page to draw).",
-    )
+    BOXES.button(right, "lesson_open_all", "Every step's matrices and both claims at once (a longer page to draw).")
     st.markdown(
         escaped(
             f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}."
@@ -140,7 +109,7 @@ def _lesson(ctx: Ctx) -> None:
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
     for step in steps:
-        box = lazy_box(f"Step {step.number}. {step.title}", STEP_KEY.format(step.number))
+        box = BOXES.box(f"Step {step.number}. {step.title}", STEP_KEY.format(step.number))
         if not box.open:
             continue
         with box:
@@ -208,7 +177,7 @@ def _claims(ctx: Ctx, rows: slice | None = None) -> None:
     t = ctx.trace()
     st.markdown("#### Two claims of the articles, checked on this layer now")
     rows = rows or slice(0, len(t.tokens))
-    box = lazy_box("(a) Small matrices or one big matrix: the same result", CLAIM_KEYS[0])
+    box = BOXES.box("(a) Small matrices or one big matrix: the same result", CLAIM_KEYS[0])
     if box.open:
         with box:
             st.markdown(
@@ -223,7 +192,7 @@ def _claims(ctx: Ctx, rows: slice | None = None) -> None:
                 eq, t.tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a",
                 ctx.c.image_format,
             )  # fmt: skip
-    box = lazy_box("(b) One head with W^O = I is plain self-attention", CLAIM_KEYS[1])
+    box = BOXES.box("(b) One head with W^O = I is plain self-attention", CLAIM_KEYS[1])
     if box.open:
         with box:
             st.markdown(
