@@ -1,5 +1,17 @@
-"""mha-viz dashboard: `streamlit run app.py` (the Streamlit code lives in mha_viz.ui)."""
+"""mha-viz dashboard: `streamlit run app.py` (the Streamlit code lives in mha_viz.ui).
 
-from mha_viz.ui import main
+Streamlit runs this file as the page's script for every visit (``__name__ == "__main__"``). At server start,
+`streamlit run` finds the st.App below and imports this file once as a module: its lifespan starts loading the
+bundled model then, while the first browser fetches the page (mha_viz/server_start.py).
+"""
 
-main()
+import streamlit as st
+
+if __name__ == "__main__":
+    from mha_viz.ui import main
+
+    main()
+else:
+    from mha_viz.server_start import lifespan
+
+    app = st.App(__file__, lifespan=lifespan)

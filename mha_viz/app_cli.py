@@ -49,14 +49,23 @@ def streamlit_command(extra: Sequence[str]) -> list[str]:
 
 def command(extra: Sequence[str]) -> int:
     """Serve until Streamlit stops; its exit status (128 + N when killed by signal N). SIGTERM and SIGINT
-    sent to this process are passed on, so stopping it stops the server."""
+    sent to this process are passed on, so stopping it stops the server: 0 when the server stopped on that
+    signal (the app is an st.App: Streamlit's server shuts down, then lets the signal end the process)."""
     env = {**os.environ, **{k: os.environ.get(k, v) for k, v in ENV.items()}}
     proc = subprocess.Popen(streamlit_command(extra), env=env)
     forwarded = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda signum, _frame: proc.send_signal(signum)) for s in forwarded}
+    passed: list[int] = []
+
+    def pass_on(signum: int, _frame: object) -> None:
+        passed.append(signum)
+        proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, pass_on) for s in forwarded}
     try:
         code = proc.wait()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+    if code < 0 and -code in passed:  # stopped as asked
+        return 0
     return 128 - code if code < 0 else code

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.config import DEFAULT_MODEL, PART_NAMES
+from mha_viz.gcpause import gc_paused
 from mha_viz.models import capture
 from mha_viz.models.arch import Site, discover
 from mha_viz.models.sources import SUPPORTED_TEXT, reason, resolve
@@ -106,6 +107,11 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
 
     Raises MhaVizError naming what is supported when the model can't be had or isn't supported.
     """
+    with gc_paused():  # transformers' modeling code and the weights: no full collections meanwhile (~0.7 s)
+        return _load_model(name, device)
+
+
+def _load_model(name: str | None, device: str | torch.device) -> LoadedModel:
     import transformers  # deferred: importing transformers costs seconds
 
     transformers.utils.logging.disable_progress_bar()
