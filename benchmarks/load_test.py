@@ -111,7 +111,7 @@ async def phase(browser, url: str, users: int, seconds: float, refs: dict, log: 
 def server_times(path: Path, since: float, until: float) -> list[float]:
     """Seconds of every page or fragment run the server finished between two unix times."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return [r["s"] for r in rows if since <= r["at"] <= until]
+    return [r["s"] for r in rows if since <= r["at"] <= until and r.get("kind") in ("page", "fragment")]
 
 
 def summary(name: str, log: list[dict], server: list[float], wall: float) -> float:
