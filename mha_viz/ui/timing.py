@@ -1,8 +1,9 @@
 """The server's own time per rerun, for the benchmarks (and anyone profiling a deployment).
 
 With MHA_VIZ_TIMINGS=<file> set, every script run (a whole page, or a fragment such as the opened head) appends
-one JSON line: {"at": unix time, "kind": "page" | "fragment" | "preload" (the model loaded at server start), "s": seconds, "plot_s": seconds spent handing
-figures to Streamlit (figure checks and JSON), "figures": count, "session": a short session id}. Unset, nothing
+one JSON line: {"at": unix time, "kind": "page" | "fragment" | "preload" (the model loaded at server start),
+"s": seconds, "plot_s": seconds spent handing figures to Streamlit (figure checks and JSON), "figures": count,
+"session": a short session id}. Unset, nothing
 is measured or written.
 """
 
