@@ -55,20 +55,22 @@ def repeat_masks(ids: Sequence[int] | np.ndarray, n: int) -> tuple[np.ndarray, n
     """
     t = np.asarray(ids).reshape(-1)[:n]
     same = t[:, None] == t[None, :]  # [i, j]: same token id
-    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    earlier = (j >= 1) & (j < i)
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    earlier = (j >= 1) & (j < i)  # [n, n] by broadcasting
     after = np.zeros((n, n), dtype=bool)
     after[:, 1:] = same[:, :-1]  # key j follows a copy (at j - 1) of query i's token
     return same & earlier, after & earlier
 
 
 def _is_causal(p: np.ndarray) -> bool:
-    return bool(p.shape[-1] == p.shape[-2] and not np.triu(p, 1).any())
+    """Whether every weight above the diagonal is zero (row by row: no [h, n, n] copy). Shapes: p [h, n, n]."""
+    n = p.shape[-1]
+    return bool(p.shape[-2] == n and not any(p[:, i, i + 1 :].any() for i in range(n - 1)))
 
 
 def _head_scores(
     p: np.ndarray, k: int, scores: dict[str, np.ndarray], per_special: np.ndarray, sp: np.ndarray, pu: np.ndarray,
-    dup_mask: np.ndarray, ind_mask: np.ndarray, causal: bool,
+    repeats: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], causal: bool,
 ) -> None:  # fmt: skip
     """Head k's scores (see ROLE_RULES) into scores[key][k], and per_special[k]. Shapes: p [n, n] float64."""
     n = p.shape[0]
@@ -102,9 +104,8 @@ def _head_scores(
     cols = np.arange(n) >= 1
     scores["special"][k] = share(q[:, sp & cols].sum(-1), everyone)
     scores["punct"][k] = share(q[:, pu & cols].sum(-1), everyone)
-    for key, mask in (("dup", dup_mask[1:]), ("induction", ind_mask[1:])):  # [n-1, n], sparse
-        rows, keys = np.nonzero(mask)
-        scores[key][k] = share(np.bincount(rows, weights=q[rows, keys], minlength=n - 1), mask.any(-1))
+    for key, (rows, keys, has) in repeats.items():  # the repeat masks' cells (sparse), and the rows that have any
+        scores[key][k] = share(np.bincount(rows, weights=q[rows, keys], minlength=n - 1), has)
     spread = np.divide(q, mass[:, None], out=np.zeros_like(q), where=mass[:, None] > EPS)  # rows summing to 1
     h_norm = row_entropy(spread) / np.log(np.maximum(seen, 2))  # [n-1]
     den = mass[choice].sum()
@@ -133,8 +134,9 @@ def head_roles(
     scores = {k: np.zeros(h) for k in SCORE_KEYS}
     per_special = np.zeros((h, int(sp.sum())))  # non-sink weight each special token receives
     causal = _is_causal(p)
+    repeats = {key: (*np.nonzero(m[1:]), m[1:].any(-1)) for key, m in (("dup", dup_mask), ("induction", ind_mask))}
     for k in range(h):  # one head at a time: [n, n] float64 temporaries, never [h, n, n] ones
-        _head_scores(np.asarray(p[k], dtype=np.float64), k, scores, per_special, sp, pu, dup_mask, ind_mask, causal)
+        _head_scores(np.asarray(p[k], dtype=np.float64), k, scores, per_special, sp, pu, repeats, causal)
     n_dup = int(dup_mask.any(-1).sum())
     n_ind = int(ind_mask.any(-1).sum())
     first_name = f"{names[0]} sink" if n and sp[0] and names else FIRST_TOKEN_SINK
