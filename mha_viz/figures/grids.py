@@ -36,6 +36,7 @@ def heads_grid(
     clickable: bool = True,
     key_tokens: Sequence[str] | None = None,
     value_name: str = "weight",
+    pooled: int = 0,
 ) -> go.Figure:
     """One heatmap per head on a shared colour scale (0 to the largest weight shown; ``value_name`` titles it).
 
@@ -44,11 +45,12 @@ def heads_grid(
     hover text "query → key: weight". Texts longer than
     GRID_MAX_CELLS tokens are shown averaged over token blocks (hover says "mean"); the single-head
     view shows every weight. Shapes: pattern [n_heads, query_pos, key_pos]; tokens [query_pos];
-    key_tokens [key_pos] (default: tokens).
+    key_tokens [key_pos] (default: tokens). ``pooled`` f > 0: ``pattern`` is already
+    pool_blocks(pattern, GRID_MAX_CELLS) with block side f (pooled once by the caller, who keeps the full one).
     """
     h = int(pattern.shape[0])
     keys = tokens if key_tokens is None else key_tokens
-    pattern, f = pool_blocks(pattern, GRID_MAX_CELLS)
+    pattern, f = (pattern, pooled) if pooled else pool_blocks(pattern, GRID_MAX_CELLS)
     if f > 1:
         tokens, keys, clickable = block_labels(tokens, f), block_labels(keys, f), False
     n, nk = len(tokens), len(keys)

@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_viz.budget import check_grid
 from mha_viz.figures import GRID_MAX_CELLS
-from mha_viz.figures.common import plural
+from mha_viz.figures.common import plural, pool_blocks
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import get_role_labels
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
@@ -67,8 +67,9 @@ def heads_view(ctx: Ctx) -> None:
     if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."
         titles = [tt.replace(f"head {i}", f"head {i} · K/V {i // t.group}", 1) for i, tt in enumerate(titles)]
     cols = t.group if 1 < t.group <= 6 else 4  # one row per K/V group where that fits
+    grid, f = pool_blocks(sh.pattern, GRID_MAX_CELLS)  # [h, ≤128, ≤128]: the cache key hashes this, not [h, n, n]
     fig = cached_figure(
-        "heads_grid", sh.pattern, tuple(sh.labels), tuple(titles), cols, True, tuple(sh.key_labels), ctx.value_name
+        "heads_grid", grid, tuple(sh.labels), tuple(titles), cols, True, tuple(sh.key_labels), ctx.value_name, f
     )
     plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
 
