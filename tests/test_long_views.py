@@ -150,11 +150,11 @@ def test_smollm2_long_views_render_windowed_and_pooled() -> None:
     layer, head = int(at.sidebar.selectbox(key="layer").value), int(at.selectbox(key="head").value)
     q = default_pair(rec.tokens.labels)[0]
     start = at.selectbox(key="head_rows").value
-    assert start <= q < start + 256
+    assert start <= q < start + 128
     want = layer_trace(lm, rec, None, layer, Config()).pattern[head].numpy()
-    big = [hm for s in specs(at) for hm in heatmaps(s) if array(hm["z"]).shape == (256, n)]
+    big = [hm for s in specs(at) for hm in heatmaps(s) if array(hm["z"]).shape == (128, n)]
     assert len(big) == 1
-    np.testing.assert_allclose(array(big[0]["z"]), want[start : start + 256], atol=1e-6)
+    np.testing.assert_allclose(array(big[0]["z"]), want[start : start + 128], atol=1e-6)
     for view in ("Overview", "Where does it look?"):
         at = run_app(src=SMOL, view=view, text=text)
         assert_clean(at)

@@ -46,7 +46,7 @@ def heads_grid(
     GRID_MAX_CELLS tokens are shown averaged over token blocks (hover says "mean"); the single-head
     view shows every weight. Shapes: pattern [n_heads, query_pos, key_pos]; tokens [query_pos];
     key_tokens [key_pos] (default: tokens). ``pooled`` f > 0: ``pattern`` is already
-    pool_blocks(pattern, GRID_MAX_CELLS) with block side f (pooled once by the caller, who keeps the full one).
+    pool_blocks(pattern, m) with block side f, m <= GRID_MAX_CELLS (pooled once by the caller, who keeps the full one).
     """
     h = int(pattern.shape[0])
     keys = tokens if key_tokens is None else key_tokens

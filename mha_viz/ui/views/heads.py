@@ -19,7 +19,8 @@ from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.window import row_window
 
-WINDOW_FROM, WINDOW_ROWS = 512, 256  # the opened head beyond 512 tokens: 256 query rows at a time
+WINDOW_FROM, WINDOW_ROWS = 256, 128  # the opened head beyond 256 tokens: 128 query rows at a time
+POOLED_CELLS = GRID_MAX_CELLS // 2  # a grid that is averaged anyway (over 128 tokens): 64 blocks a side (~4 px each)
 
 
 def _on_grid_click() -> None:
@@ -52,8 +53,8 @@ def heads_view(ctx: Ctx) -> None:
         st.caption(f"Grouped-query attention: {plural(kv, 'key/value head')} shared by the {h} query heads ({shares}).")
     if sh.note:
         st.info(sh.note)
-    if n > GRID_MAX_CELLS:
-        f = -(-n // GRID_MAX_CELLS)
+    grid, f = pool_blocks(sh.pattern, GRID_MAX_CELLS if max(n, len(sh.key_labels)) <= GRID_MAX_CELLS else POOLED_CELLS)
+    if f > 1:  # [h, ≤64, ≤64]: also what the figure cache hashes, not [h, n, n]
         st.caption(
             f"{n} tokens: the grid shows each head averaged over {f}×{f} token blocks (hover says “mean”); "
             "the head opened below shows every weight."
@@ -67,7 +68,6 @@ def heads_view(ctx: Ctx) -> None:
     if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."
         titles = [tt.replace(f"head {i}", f"head {i} · K/V {i // t.group}", 1) for i, tt in enumerate(titles)]
     cols = t.group if 1 < t.group <= 6 else 4  # one row per K/V group where that fits
-    grid, f = pool_blocks(sh.pattern, GRID_MAX_CELLS)  # [h, ≤128, ≤128]: the cache key hashes this, not [h, n, n]
     fig = cached_figure(
         "heads_grid", grid, tuple(sh.labels), tuple(titles), cols, True, tuple(sh.key_labels), ctx.value_name, f
     )
