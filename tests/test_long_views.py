@@ -181,3 +181,23 @@ def test_two_sentences_from_focus_rows_equal_the_full_patterns(minilm: LoadedMod
         np.testing.assert_allclose(got[key], want[key], atol=1e-6)
     np.testing.assert_allclose(focus_shift(ra[:, :, None][1], rb[:, :, None][1], 0, 0, pairs)["change"],
                                focus_shift(pa[1], pb[1], qa, qb, pairs)["change"], atol=1e-6)  # fmt: skip
+
+
+def test_compare_heads_window_holds_the_traces_rows(minilm: LoadedModel) -> None:
+    text = long_text(30)  # about 480 tokens
+    at = run_app(view="Compare heads", text=text, a_layer="1", a_head="3", b_layer="4", b_head="7",
+                 cmp_rows="tokens 128–255")  # fmt: skip
+    assert_clean(at)
+    rec = record(minilm, text)
+    n = len(rec.tokens.ids)
+    assert n > 256 and at.selectbox(key="cmp_rows").value == 128
+    a = layer_trace(minilm, rec, None, 1, Config()).pattern[3].numpy()
+    b = layer_trace(minilm, rec, None, 4, Config()).pattern[7].numpy()
+    by_title = {str(s["layout"]["title"]["text"]): array(heatmaps(s)[0]["z"]) for s in specs(at) if heatmaps(s)}
+    za = next(z for t, z in by_title.items() if t.startswith("Layer 1, head 3"))
+    zb = next(z for t, z in by_title.items() if t.startswith("Layer 4, head 7"))
+    diff = next(z for t, z in by_title.items() if t.startswith("Difference"))
+    assert za.shape == zb.shape == diff.shape == (128, n)
+    np.testing.assert_allclose(za, a[128:256], atol=1e-6)
+    np.testing.assert_allclose(zb, b[128:256], atol=1e-6)
+    np.testing.assert_allclose(diff, b[128:256] - a[128:256], atol=1e-6)

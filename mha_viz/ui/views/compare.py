@@ -7,8 +7,21 @@ import streamlit as st
 
 from mha_viz.analysis import head_distances, head_stats, similarity_order
 from mha_viz.figures import head_bars, matrix_heatmap
-from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
+from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.window import row_window
+
+WINDOW_FROM, WINDOW_ROWS = 256, 128  # A, B and their difference beyond 256 tokens: 128 query rows at a time
+
+
+@sized_cache(max_entries=16, max_mb=1)
+def head_summary(pattern: np.ndarray) -> tuple[np.ndarray, list[int], dict[str, np.ndarray]]:
+    """Every pair of heads' Jensen–Shannon distance, an order that seats similar heads together, and each head's
+    entropy, largest weight and weight on itself, computed once per layer (they read all [h, n, n] weights).
+    Shapes: pattern [h, n, n] -> ([h, h], h indices, each stat [h])."""
+    dist = head_distances(pattern)
+    return dist, similarity_order(dist), head_stats(pattern)
 
 
 def compare_view(ctx: Ctx) -> None:
@@ -28,10 +41,15 @@ def compare_view(ctx: Ctx) -> None:
     pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
     top = float(max(pa.max(), pb.max()))  # one colour scale for A and B: equal colours mean equal weights
     n = len(labels)
+    rows = (
+        row_window(n, WINDOW_ROWS, "cmp_rows", "each of A, B and their difference") if n > WINDOW_FROM else slice(0, n)
+    )
+    part = "" if rows.stop - rows.start == n else f"rows {rows.start}–{rows.stop - 1} of "
     for col, (la, he), p, key in zip(st.columns(2), picks, (pa, pb), ("cmp_a", "cmp_b"), strict=True):
         with col:
-            title = f"Layer {la}, head {he} [{n} × {len(keys)}]"
-            fig = matrix_heatmap(p, keys, labels, title, value_name="weight", attention=True, zmin=0.0, zmax=top)
+            title = f"Layer {la}, head {he} [{part}{n} × {len(keys)}]"
+            fig = cached_figure("matrix_heatmap", p[rows], keys, labels[rows], title, value_name="weight",
+                                attention=True, zmin=0.0, zmax=top)  # fmt: skip
             plot(fig, key, ctx.c.image_format)
     st.caption(
         f"A and B share one colour scale, from 0 to {top:.3g} (the larger of their largest weights), so the same "
@@ -39,18 +57,15 @@ def compare_view(ctx: Ctx) -> None:
     )
 
     sh = ctx.shown(ctx.trace(x=False))
-    dist = head_distances(sh.pattern)
-    order = similarity_order(dist)
+    dist, order, stats = head_summary(sh.pattern)
     names = head_names(sh.pattern.shape[0])
     ordered = [names[i] for i in order]
     d1, d2 = st.columns(2)
     with d1:
-        title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a})"
-        plot(
-            matrix_heatmap(pb - pa, keys, labels, title, diverging=True, value_name="Δ weight"),
-            "cmp_diff",
-            ctx.c.image_format,
-        )
+        title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a}){'' if not part else f' [{part}{n} × {len(keys)}]'}"
+        fig = cached_figure("matrix_heatmap", pb[rows] - pa[rows], keys, labels[rows], title, diverging=True,
+                            value_name="Δ weight")  # fmt: skip
+        plot(fig, "cmp_diff", ctx.c.image_format)
     with d2:
         plot(
             matrix_heatmap(
@@ -63,7 +78,6 @@ def compare_view(ctx: Ctx) -> None:
             "similarity",
             ctx.c.image_format,
         )
-    stats = head_stats(sh.pattern)
     fig = head_bars(
         {"entropy (nats)": stats["entropy"], "attention to self": stats["self"]},
         names,
