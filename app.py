@@ -7,6 +7,10 @@ bundled model then, while the first browser fetches the page (mha_viz/server_sta
 
 import streamlit as st
 
+from mha_viz.threads import configure_threads
+
+configure_threads()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), before torch loads
+
 if __name__ == "__main__":
     from mha_viz.ui import main
 

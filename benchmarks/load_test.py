@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -59,7 +60,7 @@ async def user(i: int, browser, url: str, deadline: float, refs: dict, log: list
     ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
     page = await ctx.new_page()
     try:
-        await page.goto(url, timeout=120_000)
+        await page.goto(url + "/?view=Heads&layer=0", timeout=120_000)  # the grid (layer 0) is the first chart
         await page.wait_for_function(f"({FIRST_GRID_JS})() !== null", timeout=180_000)
         for rnd in range(MAX_ROUNDS):
             if time.monotonic() > deadline:
@@ -142,8 +143,9 @@ async def run(users: int, seconds: float, solo_seconds: float) -> None:
     print(f"computing single-user references for {users} users …", flush=True)
     refs = references(users)
     timings = Path(tempfile.mkstemp(prefix="mha-viz-timings-", suffix=".jsonl")[1])
-    with App(env={"MHA_VIZ_TIMINGS": str(timings)}) as app:
-        print(f"server up: {app.rss_mb():.0f} MB resident", flush=True)
+    threads = os.environ.get("MHA_VIZ_TORCH_THREADS", "1")  # a server for many users: one torch thread per request
+    with App(env={"MHA_VIZ_TIMINGS": str(timings), "MHA_VIZ_TORCH_THREADS": threads}) as app:
+        print(f"server up: {app.rss_mb():.0f} MB resident; torch threads per request: {threads}", flush=True)
         logs: dict[int, list[dict]] = {}
         memory: list[tuple[float, float]] = []
         walls, spans = {}, {}

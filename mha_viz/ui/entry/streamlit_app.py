@@ -3,6 +3,10 @@ bundled model's load with the server the same way)."""
 
 import streamlit as st
 
+from mha_viz.threads import configure_threads
+
+configure_threads()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), before torch loads
+
 if __name__ == "__main__":
     from mha_viz.ui import main
 
