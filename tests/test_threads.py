@@ -11,6 +11,7 @@ from mha_viz import threads
 
 
 def test_the_setting_comes_from_the_env_or_hosted_mode(monkeypatch) -> None:
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # what configure_threads sets never outlives the test
     for name in (
         "MHA_VIZ_TORCH_THREADS",
         "MHA_VIZ_HOSTED",
