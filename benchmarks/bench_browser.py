@@ -88,7 +88,7 @@ def main() -> None:
             t0 = time.perf_counter()
             box.press("Control+Enter")
             page2.wait_for_function(
-                f"(() => {{ const g = ({FIRST_GRID_JS})(); return g && g.n === 12 && g.x.length === 64; }})()",  # pooled
+                f"(() => {{ const g = ({FIRST_GRID_JS})(); return g && g.n === 12 && g.x.length === 64; }})()",
                 timeout=60_000,
             )
             page2.wait_for_selector(".js-plotly-plot .heatmaplayer")
