@@ -11,6 +11,7 @@ Setting torch's count per request at run time was tried and was worse (p50 3.4 s
 from __future__ import annotations
 
 import os
+import sys
 
 from mha_viz.config import hosted
 
@@ -26,9 +27,11 @@ def torch_threads() -> int | None:
 
 
 def configure_threads() -> int | None:
-    """Put the setting where torch reads it (call before torch is imported). Returns the count set, or None."""
+    """Put the setting where torch reads it, if torch is not imported yet (later it would only reach the
+    subprocesses this process starts). Returns the count set, or None."""
     n = torch_threads()
-    if n is not None:
-        os.environ.setdefault("OMP_NUM_THREADS", str(n))
-        os.environ.setdefault("MKL_NUM_THREADS", str(n))
+    if n is None or "torch" in sys.modules:
+        return None
+    os.environ.setdefault("OMP_NUM_THREADS", str(n))
+    os.environ.setdefault("MKL_NUM_THREADS", str(n))
     return n
