@@ -138,10 +138,14 @@ def layer_weights(lm: LoadedModel, rec: Recording, part: str, layer: int) -> Att
 
 def layer_input(rec: Recording, part: str, layer: int) -> torch.Tensor:
     """X of a layer's attention module. Shapes: [q_pos, d_model]."""
-    x = rec.run.calls[(part, layer)].x
-    if x is None:
+    return call_input(rec.run.calls[(part, layer)])
+
+
+def call_input(call: Call) -> torch.Tensor:
+    """X of one recorded call (batch item 0). Shapes: [q_pos, d_model]."""
+    if call.x is None:
         raise MhaVizError("this model's attention input was not recorded")
-    return x[0]
+    return call.x[0]
 
 
 def layer_trace(
@@ -159,9 +163,8 @@ def layer_trace(
     causal = call.allowed is not None and lm.site(part, layer).causal
     if config.heads is not None and config.heads != call.q.shape[1]:
         weights = edit_weights(layer_weights(lm, rec, part, layer), config)
-        x_in = layer_input(with_call(rec, part, layer, call), part, layer)  # [n, d_model]
         trace = compute_trace(
-            weights, x_in, qt.labels, causal=causal or config.causal,
+            weights, call_input(call), qt.labels, causal=causal or config.causal,
             scaled=config.scaled, device=config.device, dtype=config.dtype,
         )  # fmt: skip
         return _tag(trace, part, kt.labels, None)

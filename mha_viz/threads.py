@@ -1,8 +1,9 @@
 """How many CPU threads torch uses per request, set before torch is imported.
 
 On a server shared by many sessions (the hosted demo, benchmarks/load_test.py with 10 users on 2 cores), torch
-giving every request all cores makes the requests' threads fight over them: the server's own time per rerun was
-p50 1.69 s / p95 4.5 s with the default, 0.45 s / 3.3 s with one thread each (same machine, same benchmark).
+giving every request all cores makes the requests' threads fight over them (one 70 s run of that benchmark: server
+time p50 1.69 s with the default, 0.45 s with one thread each; a longer run with one thread read 2.1 s, the ten
+test browsers sharing the same cores, so the gain is not established).
 One user alone on their own machine wants all cores (its long texts are matrix products). So: MHA_VIZ_TORCH_THREADS
 (a positive number) if set, else 1 in hosted mode, else torch's own default (all cores). torch reads it once,
 when it is first imported (OMP_NUM_THREADS, MKL_NUM_THREADS); an explicit OMP_NUM_THREADS is left alone.

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_viz.pooling import block_means, pool_factor
+
 WEIGHT_HOVER = "%{y} → %{x}: %{z:.3f}<extra>%{meta}</extra>"
 CELL_HOVER = "%{y} → %{x}: %{customdata[0]:.3f}<extra>%{meta}</extra>"
 SEQUENTIAL = "Viridis"
@@ -50,17 +52,8 @@ def pool_blocks(stack: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
     The last block on each side may be partial (it averages the positions it has). Shapes:
     [..., n_q, n_k] -> ([..., ceil(n_q / f), ceil(n_k / f)], f).
     """
-    nq, nk = int(stack.shape[-2]), int(stack.shape[-1])
-    f = max(1, math.ceil(max(nq, nk) / max_cells))
-    if f == 1:
-        return _f32(stack), 1
-    mq, mk = math.ceil(nq / f), math.ceil(nk / f)
-    widths = [(0, 0)] * (stack.ndim - 2) + [(0, mq * f - nq), (0, mk * f - nk)]
-    padded = np.pad(_f32(stack), widths)
-    counts = np.pad(np.ones((nq, nk), dtype=np.float32), widths[-2:])
-    shape = (*stack.shape[:-2], mq, f, mk, f)
-    sums = padded.reshape(shape).sum((-1, -3))
-    return (sums / counts.reshape(mq, f, mk, f).sum((-1, -3))).astype(np.float32), f
+    f = pool_factor(int(stack.shape[-2]), int(stack.shape[-1]), max_cells)
+    return (_f32(stack), 1) if f == 1 else (block_means(stack, f), f)
 
 
 def block_labels(tokens: Sequence[str], f: int) -> list[str]:
