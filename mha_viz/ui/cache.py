@@ -19,7 +19,8 @@ from mha_viz.edits import divisors
 from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.own import save_weights
 from mha_viz.pipeline import Call, LoadedModel, Tokens
-from mha_viz.trace import AttentionTrace, AttentionWeights
+from mha_viz.pooling import block_means, pool_factor
+from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 from mha_viz.ui.memo import CACHES, SizedCache, freeze_heap, sized_cache, tune_allocator
 
 tune_allocator()  # the app's process: big arrays go back to the system when freed
@@ -65,7 +66,20 @@ def get_recording(model_name: str, device: str, text: str, target: str | None) -
 
 
 def recording_of(config: Config, text: str, target: str | None) -> pipeline.Recording:
+    """The model's recorded pass. Own weights have none: a view that asks for one would draw the bundled model
+    under an "own weights" caption, so it is refused here, where every such view passes (see own_patterns)."""
+    if config.own:
+        raise MhaVizError("This view needs a pretrained model's recorded pass; own weights are one layer: choose "
+                          "a pretrained model in the sidebar for it.")  # fmt: skip
     return get_recording(config.model_name, config.model_device, text, target)
+
+
+def own_patterns(config: Config, text: str, measure: str = "weight") -> np.ndarray:
+    """Own weights' one layer as "every layer": what get_all_patterns and the long-text readers return for a
+    pretrained model. Shapes: [1, H, n, n] float32."""
+    from mha_viz.norms import shown_pattern
+
+    return shown_pattern(get_trace(config, text, None, None, 0), measure)[None]
 
 
 @sized_cache(max_entries=8, max_mb=64)
@@ -131,6 +145,8 @@ def get_all_patterns(
     config: Config, text: str, target: str | None, part: str | None, measure: str = "weight"
 ) -> np.ndarray:
     """Every layer's pattern of one part (weights, or contribution shares). Shapes: [L, H, q_pos, k_pos] float32."""
+    if config.own:
+        return own_patterns(config, text, measure)
     lm = model_of(config)
     return studies.all_patterns(lm, recording_of(config, text, target), part, config, measure)
 
@@ -188,8 +204,11 @@ def get_plain_weights(config: Config, text: str, target: str | None, part: str |
 @sized_cache(max_entries=16, max_mb=16)
 def get_roles(config: Config, text: str, target: str | None, part: str | None) -> list[dict]:
     """Role scores and labels for every layer × head (see roles.head_roles)."""
-    lm = model_of(config)
-    tokens = recording_of(config, text, target).query_tokens(lm.part(part))
+    tokens = (
+        tokens_of(config, text)
+        if config.own
+        else recording_of(config, text, target).query_tokens(model_of(config).part(part))
+    )
     return studies.roles_table(tokens, get_all_patterns(config, text, target, part))
 
 
@@ -290,6 +309,8 @@ def get_focus_weights(
     """Query q's weight (or contribution share) on key k in every layer × head. Shapes: [L, H] float32."""
     from mha_viz import rows
 
+    if config.own:
+        return own_patterns(config, text, measure)[:, :, q, k]
     return rows.focus_weights(model_of(config), recording_of(config, text, target), part, config, q, k, measure)
 
 
@@ -302,6 +323,12 @@ def get_pooled_patterns(
     only, renormalised; None: all). Shapes: ([L, H, m_q, m_k] float32, block side f)."""
     from mha_viz import rows
 
+    if config.own:
+        p = own_patterns(config, text, measure)  # [1, H, n, n]
+        p = p if keep is None else p[:, :, list(keep)]
+        p = rows.renormalised(p, None if keep_k is None else np.asarray(keep_k))
+        f = pool_factor(p.shape[-2], p.shape[-1], max_cells)
+        return block_means(p, f), f
     lm = model_of(config)
     return rows.pooled_patterns(lm, recording_of(config, text, target), part, config, max_cells, measure, keep, keep_k)
 
@@ -314,6 +341,8 @@ def get_layer_rows(
     """Query rows start…stop-1 of one layer's pattern. Shapes: [H, stop - start, n_k] float32."""
     from mha_viz import rows
 
+    if config.own:
+        return own_patterns(config, text, measure)[0, :, start:stop]
     lm = model_of(config)
     return rows.layer_rows(lm, recording_of(config, text, target), part, layer, config, slice(start, stop), measure)
 
@@ -338,4 +367,6 @@ def get_focus_rows(config: Config, text: str, target: str | None, part: str | No
     """Query q's row of every layer × head's weights. Shapes: [L, H, n_k] float32."""
     from mha_viz import rows
 
+    if config.own:
+        return own_patterns(config, text)[:, :, q]
     return rows.focus_rows(model_of(config), recording_of(config, text, target), part, config, q)
