@@ -160,11 +160,11 @@ def layer_trace(
     call = layer_call(lm, rec, part, layer) if x or config.heads is not None else rec.run.calls[(part, layer)]
     budget.check("Heads", sizes(rec, part, layer), what="This layer's trace")
     qt, kt = rec.query_tokens(part), rec.key_tokens(part)
-    causal = call.allowed is not None and lm.site(part, layer).causal
     if config.heads is not None and config.heads != call.q.shape[1]:
         weights = edit_weights(layer_weights(lm, rec, part, layer), config)
+        mask = None if call.allowed is None else call.allowed[0].all(dim=0)  # [q, k]: the model's own mask
         trace = compute_trace(
-            weights, call_input(call), qt.labels, causal=causal or config.causal,
+            weights, call_input(call), qt.labels, causal=config.causal, attn_mask=mask,
             scaled=config.scaled, device=config.device, dtype=config.dtype,
         )  # fmt: skip
         return _tag(trace, part, kt.labels, None)
@@ -194,7 +194,8 @@ def layer_trace(
     trace = AttentionTrace(
         tokens=qt.labels, key_tokens=kt.labels, part=part, x=x.to(dt), q=to_cpu(q), k=to_cpu(k), v=to_cpu(v),
         W_O=to_cpu(put(w_o)), b_O=None if b_o is None else to_cpu(put(b_o)), scale=scale,
-        causal=causal or (config.causal and part != "cross"), softcap=call.softcap,
+        causal=(call.allowed is not None and lm.site(part, layer).causal) or (config.causal and part != "cross"),
+        softcap=call.softcap,
         bias=None if bias is None else to_cpu(bias), model_delta=call.delta,
         q_pre=heads(call.q_pre, call.q[0]), k_pre=heads(call.k_pre, call.k[0]),
         **{name: to_cpu(t) for name, t in out.items()},

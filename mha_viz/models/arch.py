@@ -34,6 +34,8 @@ class Site:
     causal: bool
     pre_rotary: tuple[str, ...] = ()  # (q, k) projections that the model rotates afterwards (rotary, no QK-norm)
     v: str = ""  # the plain-linear V projection where Q and K are not plain ("" when not found or plain)
+    model_layer: int = -1  # the model's own number for this layer (its layer_idx: differs from ``layer`` in
+    # hybrids whose attention layers sit between other kinds of layers); -1 when the model does not say
 
 
 def is_linear(module: torch.nn.Module) -> bool:
@@ -49,20 +51,30 @@ def linear_in_out(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor |
     return w.contiguous().clone(), None if b is None else b.detach().float().cpu().clone()
 
 
-def _part_of(name: str, encoder_decoder: bool, causal: bool) -> str:
+def _part_of(name: str, encoder_decoder: bool, decoder_only: bool) -> str:
+    """The part from the module's path (encoder-decoders) or the whole model's kind (one stack): never from one
+    layer's mask, whose window may be shorter than the probe (a sliding layer is no encoder)."""
     low = name.lower()
     if encoder_decoder:
         if any(s in low for s in _CROSS_NAMES):
             return "cross"
         return "decoder" if "decoder" in low else "encoder"
-    return "decoder" if causal else "encoder"
+    return "decoder" if decoder_only else "encoder"
 
 
 def _is_causal(call: Call) -> bool:
+    """No query may see a later key, and each sees itself: a causal mask, whole or cut to a window of any width
+    (a sliding window shorter than the probe leaves a band under the diagonal, not the whole triangle)."""
     if call.allowed is None or call.q.shape[-2] != call.k.shape[-2] or call.q.shape[-2] < 2:
         return False
     a = call.allowed[0].any(dim=0)  # [q, k]: allowed for some head
-    return bool(torch.equal(a, torch.ones_like(a).tril()))
+    return not bool(a.triu(1).any()) and bool(a.diagonal().all())
+
+
+def _model_layer(module: torch.nn.Module | None) -> int:
+    """The layer number the model gives this attention module (transformers' ``layer_idx``), or -1."""
+    idx = getattr(module, "layer_idx", None)
+    return int(idx) if isinstance(idx, int) and not isinstance(idx, bool) else -1
 
 
 def _heads_view(y: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
@@ -86,6 +98,7 @@ def _same(a: torch.Tensor | None, b: torch.Tensor) -> bool:
 def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tuple[Site, ...]:
     """Run ``model`` once on ``inputs`` (a few tokens) and describe every attention module it called."""
     names = {id(m): n for n, m in model.named_modules()}
+    modules = {id(m): m for m in model.modules()}
     seen: list[tuple[str, torch.Tensor, torch.Tensor]] = []  # (linear module name, input, output)
 
     def grab(mod: torch.nn.Module, args: tuple, out: torch.Tensor) -> None:
@@ -104,10 +117,11 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
         raise MhaVizError("the model ran without calling transformers' attention interface; it is not supported")
     sites = []
     counts: dict[str, int] = {}
-    for call in rec.calls:
+    causal_calls = [_is_causal(call) for call in rec.calls]
+    decoder_only = not encoder_decoder and any(causal_calls)  # one stack: all of it is the decoder, or none
+    for call, causal in zip(rec.calls, causal_calls, strict=True):
         name = names.get(call.module_id, "?")
-        causal = _is_causal(call)
-        part = _part_of(name, encoder_decoder, causal)
+        part = _part_of(name, encoder_decoder, decoder_only)
         wo = next((n for n, i, _ in seen if _same(i, call.wo_in)), None)
         if wo is None:
             raise MhaVizError(f"could not find the output projection (W^O) of {name}; this model is not supported")
@@ -116,7 +130,7 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
         plain = _plain_qkv(call, seen) if part != "cross" else ()
         rotary = () if plain else _pre_rotary(call, seen)
         v = "" if plain or part == "cross" else _plain_v(call, seen)
-        sites.append(Site(name, part, layer, wo, plain, causal, rotary, v))
+        sites.append(Site(name, part, layer, wo, plain, causal, rotary, v, _model_layer(modules.get(call.module_id))))
     return tuple(sites)
 
 
