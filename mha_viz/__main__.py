@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mha_viz import app_cli, export_cli, importance_cli
+from mha_viz.config import MAX_HEADS, MAX_SEED
 from mha_viz.own import MAX_D_MODEL
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
@@ -36,10 +37,6 @@ def _heads_list(text: str) -> tuple[int, ...]:
         return tuple(int(p) for p in text.split(",") if p.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"--ablate takes head numbers like 0,3, got {text[:40]!r}") from None
-
-
-MAX_SEED = 2**32 - 1
-MAX_HEADS = 256
 
 
 def _int_in(lo: int, hi: int | None, what: str):

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from mha_viz import budget
-from mha_viz.config import Config
+from mha_viz.config import MAX_SEED, Config
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, make_tokens
@@ -38,7 +38,6 @@ from mha_viz.trace import MhaVizError
 
 MIN_LENGTH = 2
 MAX_LENGTH = 512
-MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True, eq=False)

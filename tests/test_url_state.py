@@ -37,7 +37,7 @@ def test_wo_seed_and_scale_come_from_the_link(minilm) -> None:
 def test_bad_wo_values_in_the_link_are_reported(minilm) -> None:
     at = run_app(view="W^O", wo_mode="random orthogonal", wo_seed="-5")
     assert_clean(at)
-    assert "wo_seed=-5 (must be a whole number from 0 to 2147483647; showing 0)" in ignored_note(at)
+    assert "wo_seed=-5 (must be a whole number from 0 to 4294967295; showing 0)" in ignored_note(at)
     assert at.number_input(key="wo_seed").value == 0
     at = run_app(view="W^O", wo_mode="scale a head", scale_head="head 12", scale_factor="nan")
     assert_clean(at)

@@ -7,10 +7,10 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from mha_viz.config import MAX_TEXT_CHARS  # checked before tokenising: a megabyte of text is refused at once
 from mha_viz.trace import MhaVizError
 
 _VISIBLE_WS = {"\n": "↵", "\r": "↵", "\t": "⇥", " ": "␣"}
-MAX_TEXT_CHARS = 20_000  # checked before tokenising: a megabyte of text is refused at once
 
 
 @dataclass(frozen=True)

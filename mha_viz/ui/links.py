@@ -6,10 +6,14 @@ reported ("Ignored from the link: layer=999 (...; showing layer 0)"), see mha_vi
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import streamlit as st
+
+from mha_viz.config import MAX_LINK_NUMBER_CHARS
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:])")
 IGNORED = "_url_ignored"  # session_state: {param: "param=value (why; what is used instead)"} for this run
@@ -57,27 +61,63 @@ def check_choice(key: str, labels: Sequence[str], used: str, what: str = "") -> 
         note_ignored(key, value, f"{what or 'the choices are'} {summarize(labels)}; showing {used}")
 
 
-def _check_number(key: str, parse: Callable[[str], float], lo: float, hi: float, says: str) -> None:
-    """A number widget's link value must parse and lie from lo to hi (NaN compares False), else ``says``."""
+_INT = re.compile(r"-?[0-9]+", re.ASCII)
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
+Bind = Literal["query-params"] | None
+
+
+def parse_link_int(value: object, lo: int, hi: int) -> int | None:
+    """A whole number from a link, or None: plain ASCII digits, a leading '-' only where lo < 0; no spaces, '_',
+    '+', other scripts' digits, '3.0', '1e3' or 'inf'; at most MAX_LINK_NUMBER_CHARS characters (checked before
+    converting); from lo to hi."""
+    if not isinstance(value, str) or len(value) > MAX_LINK_NUMBER_CHARS or not _INT.fullmatch(value):
+        return None
+    if value.startswith("-") and lo >= 0:  # a '-' only where the range has negative numbers
+        return None
+    number = int(value)
+    return number if lo <= number <= hi else None
+
+
+def parse_link_float(value: object, lo: float, hi: float) -> float | None:
+    """A number from a link, or None: plain decimal ('0.5', '2', '-1.25', '.5'; no exponent, 'inf', 'nan',
+    spaces, '_' or other scripts' digits), at most MAX_LINK_NUMBER_CHARS characters, finite, from lo to hi."""
+    if not isinstance(value, str) or len(value) > MAX_LINK_NUMBER_CHARS or not _DECIMAL.fullmatch(value):
+        return None
+    if value.startswith("-") and lo >= 0:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and lo <= number <= hi else None
+
+
+def _check_number(key: str, ok: Callable[[str], bool], says: str) -> Bind:
+    """The bind option for a number widget whose link value is checked by ``ok``: "query-params", or None for
+    this run when the value is ignored (``says`` why), so Streamlit does not read it either (it would use '3.0'
+    truncated and fail on 'inf'); the value is also dropped from the link, so the next run binds again."""
     value = url_value(key)
-    if value is None:
-        return
-    try:
-        ok = lo <= parse(value) <= hi
-    except ValueError:  # not a number, or thousands of digits
-        ok = False
-    if not ok:
-        note_ignored(key, value, says)
+    if value is None or ok(value):
+        return "query-params"
+    note_ignored(key, value, says)
+    return None
 
 
-def check_int(key: str, lo: int, hi: int, used: int) -> None:
-    """A whole-number widget's link value must be a whole number from lo to hi."""
-    _check_number(key, int, lo, hi, f"must be a whole number from {lo} to {hi}; showing {used}")
+def check_int(key: str, lo: int, hi: int, used: int) -> Bind:
+    """A whole-number widget's link value must be a whole number from lo to hi (parse_link_int). Returns the
+    widget's ``bind``: pass it on, so an ignored value is not read by Streamlit either."""
+    return _check_number(
+        key,
+        lambda v: parse_link_int(v, lo, hi) is not None,
+        f"must be a whole number from {lo} to {hi}; showing {used}",
+    )
 
 
-def check_float(key: str, lo: float, hi: float, used: float) -> None:
-    """A slider's link value must be a number from lo to hi."""
-    _check_number(key, float, lo, hi, f"must be a number from {lo:g} to {hi:g}; showing {used:g}")
+def check_float(key: str, lo: float, hi: float, used: float) -> Bind:
+    """A slider's link value must be a plain decimal number from lo to hi (parse_link_float). Returns the
+    widget's ``bind``, as check_int."""
+    return _check_number(
+        key,
+        lambda v: parse_link_float(v, lo, hi) is not None,
+        f"must be a number from {lo:g} to {hi:g}; showing {used:g}",
+    )
 
 
 def check_bool(key: str, used: bool) -> None:

@@ -10,7 +10,17 @@ from dataclasses import dataclass
 import streamlit as st
 
 from mha_viz.attention import available_devices, resolve_device
-from mha_viz.config import DEFAULT_MODEL, EMBEDDINGS, OWN, PART_NAMES, TOKENS, Config
+from mha_viz.config import (
+    DEFAULT_MODEL,
+    EMBEDDINGS,
+    MAX_HEADS,
+    MAX_SEED,
+    MAX_TEXT_CHARS,
+    OWN,
+    PART_NAMES,
+    TOKENS,
+    Config,
+)
 from mha_viz.models.sources import allowed_models
 from mha_viz.own import INITS, MAX_D_MODEL
 from mha_viz.trace import MhaVizError
@@ -73,10 +83,7 @@ VIEWS = (
 )
 
 
-MAX_TEXT_CHARS = 12_000  # a 2048-token English text fits; a link stays well under servers' header limits
 TEXT_LABEL = "Text (Ctrl+Enter to apply)"  # a text area: Enter makes a new line
-MAX_SEED = 2**31 - 1
-MAX_OWN_HEADS = 256
 
 
 @dataclass(frozen=True)
@@ -114,16 +121,18 @@ def load_seed_example() -> None:
 
 def _own_controls() -> dict:
     st.sidebar.caption("Own weights: one attention layer; X from the text's tokens (word pieces or words).")
-    check_int("d_model", 1, MAX_D_MODEL, 512)
-    check_int("own_heads", 1, MAX_OWN_HEADS, 8)
-    check_int("seed", 0, MAX_SEED, 0)
+    binds = {
+        "d_model": check_int("d_model", 1, MAX_D_MODEL, 512),
+        "own_heads": check_int("own_heads", 1, MAX_HEADS, 8),
+        "seed": check_int("seed", 0, MAX_SEED, 0),
+    }  # None where the link's value is ignored: Streamlit must not read it either
     check_choice("init", INITS, INITS[0])
     check_choice("emb", EMBEDDINGS, EMBEDDINGS[0])
     check_choice("own_tokens", [OWN_TOKENS[t] for t in TOKENS], OWN_TOKENS[TOKENS[0]])
     check_bool("pos", False)
-    d_model = st.sidebar.number_input("d_model", 1, MAX_D_MODEL, 512, key="d_model", bind="query-params")
-    heads = st.sidebar.number_input("Number of heads", 1, MAX_OWN_HEADS, 8, key="own_heads", bind="query-params")
-    seed = st.sidebar.number_input("Seed", 0, MAX_SEED, 0, key="seed", bind="query-params")
+    d_model = st.sidebar.number_input("d_model", 1, MAX_D_MODEL, 512, key="d_model", bind=binds["d_model"])
+    heads = st.sidebar.number_input("Number of heads", 1, MAX_HEADS, 8, key="own_heads", bind=binds["own_heads"])
+    seed = st.sidebar.number_input("Seed", 0, MAX_SEED, 0, key="seed", bind=binds["seed"])
     init = st.sidebar.selectbox(
         "Init",
         INITS,

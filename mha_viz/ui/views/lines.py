@@ -74,7 +74,7 @@ def _windows(
         qw = token_window(nq, focus)
     elif nq > MAX_ROWS:
         hi = nq - MAX_ROWS
-        check_int("lines_start", 0, hi, 0)
+        bind = check_int("lines_start", 0, hi, 0)  # None: the link's value is ignored, Streamlit must not read it
         start = st.number_input(
             f"{nq} tokens: the first query token shown (a window of {MAX_ROWS}; or pick a focus token)",
             0,
@@ -82,7 +82,7 @@ def _windows(
             0,
             step=MAX_ROWS // 2,
             key="lines_start",
-            bind="query-params",
+            bind=bind,
         )
         qw = (int(start), int(start) + MAX_ROWS)
     else:

@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis import contribution_norms, output_change
+from mha_viz.config import MAX_SEED
 from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice, valid_choices
 from mha_viz.ui.links import check_float, check_int
@@ -19,7 +20,6 @@ WO_MODES = {
     "ablate": "ablate heads",
     "scale": "scale a head",
 }  # each compared with this layer's own W^O (learned only for a trained model)
-MAX_WO_SEED = 2**31 - 1
 
 
 def _wo_edits(h: int) -> dict:
@@ -30,8 +30,8 @@ def _wo_edits(h: int) -> dict:
     if mode == "identity":
         return {"wo": "identity"}
     if mode == "random":
-        check_int("wo_seed", 0, MAX_WO_SEED, 0)
-        seed = st.number_input("Seed", 0, MAX_WO_SEED, 0, key="wo_seed", bind="query-params")
+        bind = check_int("wo_seed", 0, MAX_SEED, 0)  # None: the link's value is ignored, Streamlit must not read it
+        seed = st.number_input("Seed", 0, MAX_SEED, 0, key="wo_seed", bind=bind)
         return {"wo": "random", "wo_seed": int(seed)}
     if mode == "ablate":
         valid_choices("ablate", list(range(h)), [0])
@@ -46,11 +46,11 @@ def _wo_edits(h: int) -> dict:
         return {"ablate": tuple(int(i) for i in chosen)}
     c1, c2 = st.columns(2)
     valid_choice("scale_head", list(range(h)), 0)
-    check_float("scale_factor", 0.0, 3.0, 2.0)
+    bind = check_float("scale_factor", 0.0, 3.0, 2.0)
     head = c1.selectbox(
         "Head", list(range(h)), key="scale_head", format_func=lambda i: f"head {i}", bind="query-params"
     )
-    factor = c2.slider("Factor", 0.0, 3.0, 2.0, 0.1, key="scale_factor", bind="query-params")
+    factor = c2.slider("Factor", 0.0, 3.0, 2.0, 0.1, key="scale_factor", bind=bind)
     return {"head_scale": ((int(head), float(factor)),)}
 
 
