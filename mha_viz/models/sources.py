@@ -163,7 +163,11 @@ def allowed_models() -> tuple[str, ...] | None:
 
 def resolve(name: str | None) -> tuple[str, bool]:
     """(path or hub id, is_bundled) for a user-given model name; refuses malformed names, and in
-    hosted mode anything off the allow-list, before any file or network access."""
+    hosted mode anything off the allow-list, before any file or network access.
+
+    Hosted mode never reads a local path: an allowed name is a hub id, fetched into the Hugging Face cache and
+    returned as its folder there (a folder of the same name in the working directory would otherwise be what
+    transformers' from_pretrained reads)."""
     if name is None or name.strip().lower() in _DEFAULT_ALIASES:
         return str(bundled_model_dir()), True
     name = name.strip()
@@ -175,11 +179,34 @@ def resolve(name: str | None) -> tuple[str, bool]:
         raise MhaVizError(
             f"{shown} is not available on this server; choose {DEFAULT_MODEL} or one of: {', '.join(allowed)}"
         )
-    if os.path.isdir(name):  # in hosted mode only an allow-listed folder gets here
+    if allowed is not None:
+        if not _HUB_ID.match(name) or ".." in name:
+            raise MhaVizError(f"{name!r} is not a Hugging Face model id; this server loads only {', '.join(allowed)}")
+        return hub_snapshot(name), False
+    if os.path.isdir(name):
         return name, False
     if not _HUB_ID.match(name) or ".." in name:
         raise MhaVizError(f"{name!r} is neither a local folder nor a Hugging Face model id; {SUPPORTED_TEXT}")
     return name, False
+
+
+HUB_FILES = ("*.json", "*.txt", "*.model", "*.safetensors")  # config, tokenizer, weights (safetensors only)
+
+
+def hub_snapshot(repo_id: str) -> str:
+    """The folder of hub model ``repo_id`` in the Hugging Face cache (an absolute path there, never one in the
+    working directory): fetched when the hub answers, else what the cache holds, else a MhaVizError."""
+    from huggingface_hub import snapshot_download
+
+    from mha_viz.models.load import hub_reachable  # deferred: load imports this module
+
+    offline = not hub_reachable()
+    try:
+        folder = snapshot_download(repo_id, allow_patterns=list(HUB_FILES), local_files_only=offline)
+    except Exception as exc:  # not cached while offline, unknown id, network errors
+        why = "no network, and it is not in the local cache" if offline else reason(exc)
+        raise MhaVizError(f"could not fetch {repo_id!r} from the Hugging Face hub ({why})") from None
+    return str(Path(folder).resolve())
 
 
 def reason(exc: BaseException) -> str:
