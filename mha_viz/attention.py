@@ -135,17 +135,19 @@ def attend(
 ) -> dict[str, torch.Tensor]:
     """Steps 2-7 from q, k, v as the model uses them: pattern, z = pattern · V, concat, output.
 
-    Shapes: q [h, q_pos, dh]; k, v [n_kv_heads, k_pos, dh]; W_O [h, dh, d_model]; b_O [d_model];
-    bias [h | 1, q_pos, k_pos]; allowed [q_pos, k_pos] or [h | 1, q_pos, k_pos] bool. Returns scores,
-    pattern [h, q_pos, k_pos], z [h, q_pos, dh], concat [q_pos, h*dh], output [q_pos, d_model],
+    Shapes: q, k [h | n_kv_heads, pos, dh]; v [n_kv_heads, k_pos, dv] (dv = dh except in latent attention);
+    W_O [h, dv, d_model]; b_O [d_model]; bias [h | 1, q_pos, k_pos]; allowed [q_pos, k_pos] or [h | 1, q_pos,
+    k_pos] bool. Returns scores, pattern [h, q_pos, k_pos], z [h, q_pos, dv], concat [q_pos, h*dv],
+    output [q_pos, d_model],
     dead_rows [q_pos].
     """
-    h, n, dh = q.shape
+    h, n = q.shape[:2]
+    dv = v.shape[-1]  # the value head size: d_head, or a latent-attention model's own d_v (≠ q/k's)
     scores, pattern, dead = attention_pattern(q, k, scale=scale, softcap=softcap, bias=bias, allowed=allowed)
-    v_h = v if v.shape[0] == h else v.repeat_interleave(h // v.shape[0], dim=0)  # [h, k_pos, dh]
-    z = torch.bmm(pattern, v_h)  # [h, q_pos, dh]
-    concat = z.transpose(0, 1).reshape(n, h * dh)  # [q_pos, h*dh]
-    w_o = W_O.reshape(h * dh, W_O.shape[-1]).to(concat.dtype)  # [h*dh, d_model]
+    v_h = v if v.shape[0] == h else v.repeat_interleave(h // v.shape[0], dim=0)  # [h, k_pos, dv]
+    z = torch.bmm(pattern, v_h)  # [h, q_pos, dv]
+    concat = z.transpose(0, 1).reshape(n, h * dv)  # [q_pos, h*dv]
+    w_o = W_O.reshape(h * dv, W_O.shape[-1]).to(concat.dtype)  # [h*dv, d_model]
     output = concat @ w_o if b_O is None else torch.addmm(b_O.to(concat.dtype), concat, w_o)  # [q_pos, d_model]
     dead_rows = dead.reshape(-1, n).any(dim=0)  # [q_pos]
     return {"scores": scores, "pattern": pattern, "z": z, "concat": concat, "output": output, "dead_rows": dead_rows}

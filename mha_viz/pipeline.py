@@ -170,7 +170,7 @@ def layer_trace(
         return _tag(trace, part, kt.labels, None)
     dev, dt = resolve_device(config.device), resolve_dtype(config.dtype)
     w_in, b_o = output_projection(lm, part, layer)  # [h*dh, d], [d]
-    h, dh = call.q.shape[1], call.q.shape[-1]
+    h, dh = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
     w_o, b_o = edit_wo(w_in.reshape(h, dh, -1), b_o, config.wo, config.wo_seed, _factors(config))
     allowed = None if call.allowed is None else call.allowed[0]  # [1|h, q, k]
     if config.causal and part != "cross":

@@ -35,7 +35,7 @@ def _factors(config: Config) -> dict[int, float]:
 def _value_norms(lm: LoadedModel, rec: Recording, part: str, layer: int, config: Config) -> np.ndarray:
     """‖v_j W_O^h‖ with the sidebar's W^O edits (as norms.value_norms on the layer's trace). Shapes: [h, n_k]."""
     call = rec.run.calls[(part, layer)]
-    h, dh = call.q.shape[1], call.q.shape[-1]
+    h, dh = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
     w_in, b_o = output_projection(lm, part, layer)  # [h*dh, d]
     w_o, _ = edit_wo(w_in.reshape(h, dh, -1), b_o, config.wo, config.wo_seed, _factors(config))
     v = call.v[0].to(resolve_dtype(config.dtype)).double()  # [kv, n_k, dh]

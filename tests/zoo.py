@@ -13,6 +13,18 @@ _IDS = {"vocab_size": VOCAB, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id
 _DEC = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
         "max_position_embeddings": 128, **_IDS}  # fmt: skip
 _GQA = {**_DEC, "num_key_value_heads": 2, "head_dim": 16}
+_MLA = {
+    **_DEC,
+    "num_key_value_heads": 4,
+    "kv_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 12,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "first_k_dense_replace": 1,
+    "moe_intermediate_size": 32,
+}
 _ENC = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
         "max_position_embeddings": 128, **_IDS}  # fmt: skip
 _S2S = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
@@ -52,6 +64,18 @@ ZOO: dict[str, dict] = {
     "starcoder2": {**_GQA, "sliding_window": None},
     "cohere": {**_GQA, "use_qk_norm": True},
     "olmo": _DEC,
+    # latent attention (MLA): a compressed key/value latent, decoupled rotary part, value heads of their own size
+    "deepseek_v2": {**_MLA, "q_lora_rank": None},
+    "deepseek_v3": {**_MLA, "q_lora_rank": 24, "n_group": 1, "topk_group": 1},
+    "minicpm3": {
+        **_DEC,
+        "num_key_value_heads": 4,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 24,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 12,
+    },
     # encoder-decoders
     "bart": _S2S,
     "mbart": _S2S,

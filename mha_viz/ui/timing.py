@@ -69,12 +69,14 @@ def timed_plot() -> Iterator[None]:
 
 
 def timed_fragment(fn: F) -> F:
-    """Time a fragment's own reruns (its first run is part of the page's)."""
+    """Time a fragment's own reruns (its first run is part of the page's), and show its failures as messages
+    (ui/errors.guarded: Streamlit would show an exception inside a fragment in its raw error box)."""
+    from mha_viz.ui.errors import guarded
 
     @wraps(fn)
     def run(*args: object, **kwargs: object) -> object:
         with timed_run("fragment"):
-            return fn(*args, **kwargs)
+            return guarded(lambda: fn(*args, **kwargs))
 
     return run  # type: ignore[return-value]
 
