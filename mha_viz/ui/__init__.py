@@ -19,7 +19,6 @@ from mha_viz.ui.html_download import html_button
 from mha_viz.ui.memo import collect_garbage, drop_held, release_memory
 from mha_viz.ui.sidebar import (
     IGNORED,
-    MAX_TEXT_CHARS,
     VIEWS,
     Controls,
     check_choice,
@@ -150,12 +149,16 @@ def _main() -> None:
 
 
 def _page(c: Controls) -> None:
+    from mha_viz.config import MAX_SECOND_TEXT_CHARS
+    from mha_viz.ui.links import check_refused_link
+
+    check_refused_link()  # a link Streamlit read none of: said, not dropped silently
     ctx = _context(c)
     if ctx is None:
         return
     check_choice("view", list(VIEWS), VIEWS[0], "the views are")
     check_choice("wo_mode", list(WO_MODES.values()), next(iter(WO_MODES.values())), "W^O can be")
-    check_text("text_b", MAX_TEXT_CHARS)
+    check_text("text_b", MAX_SECOND_TEXT_CHARS)  # the Two sentences box's own limit
     tabs = st.tabs(list(VIEWS), key="view", bind="query-params")
     for name, tab in zip(VIEWS, tabs, strict=True):
         if tab.open:

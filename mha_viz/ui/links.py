@@ -132,6 +132,56 @@ def check_text(key: str, max_chars: int) -> None:
         note_ignored(key, value, f"longer than {max_chars} characters; using its first {max_chars}", drop=False)
 
 
+# --- a link Streamlit refuses whole ----------------------------------------------------------------------------
+# Streamlit reads no part of a query string with more than 1,000 parameters or 512 Ki characters (it logs a
+# warning and runs the page as if the link had none: `?p=1&...&view=Heads` with 2,000 p's opens the default
+# view). Its check is wrapped so that such a link arrives as one marker parameter instead, which the page reports.
+LINK_REFUSED = "_link_refused"  # the marker: the refused link's number of parameters
+
+
+def _marking(sanitize: Callable[[str], str]) -> Callable[[str], str]:
+    def sanitize_query_string(query_string: str) -> str:
+        kept = sanitize(query_string)
+        if query_string and not kept:  # refused whole
+            return f"{LINK_REFUSED}={query_string.count('&') + 1}"
+        return kept
+
+    sanitize_query_string.__wrapped__ = sanitize  # type: ignore[attr-defined]
+    return sanitize_query_string
+
+
+def watch_refused_links() -> None:
+    """Wrap Streamlit's query-string check (where the server reads a rerun's link, and where a run parses it),
+    once per process, so a link it refuses whole is reported by check_refused_link instead of dropped silently."""
+    from streamlit.runtime import app_session
+    from streamlit.runtime.state import query_params
+
+    for module in (app_session, query_params):
+        current = getattr(module, "sanitize_query_string", None)
+        if callable(current) and not hasattr(current, "__wrapped__"):
+            module.sanitize_query_string = _marking(current)
+
+
+def check_refused_link() -> None:
+    """Report a link Streamlit refused whole (see watch_refused_links), and drop the marker from the URL."""
+    if LINK_REFUSED not in st.query_params:
+        return
+    from streamlit.runtime.state import query_params
+
+    fields = getattr(query_params, "CLIENT_STATE_QUERY_STRING_MAX_FIELDS", 1000)
+    chars = getattr(query_params, "CLIENT_STATE_QUERY_STRING_MAX_LENGTH", 512 * 1024)
+    count = parse_link_int(st.query_params[LINK_REFUSED], 1, 10**9)
+    del st.query_params[LINK_REFUSED]
+    st.session_state.setdefault(IGNORED, {})[LINK_REFUSED] = (
+        f"the whole link{f' ({count:,} parameters)' if count else ''}: Streamlit reads none of a link with more "
+        f"than {fields:,} parameters or {chars:,} characters, so the page shows its defaults, the view included. "
+        "Shorten the link"
+    )
+
+
+watch_refused_links()  # at import: the server's preload imports this module before most visits
+
+
 def show_ignored(slot: object) -> None:
     """One warning listing this run's link values that were not used (then forgotten)."""
     notes = st.session_state.pop(IGNORED, None)

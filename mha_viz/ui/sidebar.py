@@ -24,7 +24,7 @@ from mha_viz.config import (
 from mha_viz.models.sources import allowed_models
 from mha_viz.own import INITS, MAX_D_MODEL
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import get_weights_file
+from mha_viz.ui.cache import get_own_weights, get_weights_file
 from mha_viz.ui.links import (  # noqa: F401 (re-exported for the views)
     IGNORED,
     check_bool,
@@ -120,7 +120,8 @@ def load_seed_example() -> None:
 
 
 def _own_controls() -> dict:
-    st.sidebar.caption("Own weights: one attention layer; X from the text's tokens (word pieces or words).")
+    sb = st.sidebar
+    sb.caption("Own weights: one attention layer; X from the text's tokens (word pieces or words).")
     binds = {
         "d_model": check_int("d_model", 1, MAX_D_MODEL, 512),
         "own_heads": check_int("own_heads", 1, MAX_HEADS, 8),
@@ -130,21 +131,13 @@ def _own_controls() -> dict:
     check_choice("emb", EMBEDDINGS, EMBEDDINGS[0])
     check_choice("own_tokens", [OWN_TOKENS[t] for t in TOKENS], OWN_TOKENS[TOKENS[0]])
     check_bool("pos", False)
-    d_model = st.sidebar.number_input("d_model", 1, MAX_D_MODEL, 512, key="d_model", bind=binds["d_model"])
-    heads = st.sidebar.number_input("Number of heads", 1, MAX_HEADS, 8, key="own_heads", bind=binds["own_heads"])
-    seed = st.sidebar.number_input("Seed", 0, MAX_SEED, 0, key="seed", bind=binds["seed"])
-    init = st.sidebar.selectbox(
-        "Init",
-        INITS,
-        key="init",
-        bind="query-params",
-        help="xavier: as torch.nn.MultiheadAttention; identity: attention = embedding similarity",
-    )
-    tokens = st.sidebar.radio(
+    shape_slot = sb.container()  # d_model, heads and init: drawn once the upload (which overrides them) is read
+    seed = sb.number_input("Seed", 0, MAX_SEED, 0, key="seed", bind=binds["seed"])
+    tokens = sb.radio(
         "Tokens", TOKENS, format_func=OWN_TOKENS.get, key="own_tokens", bind="query-params",
         help="words: the text split on spaces, no [CLS]/[SEP] (seed 000's 'humpty dumpty sat on' is 4 tokens)",
     )  # fmt: skip
-    emb = st.sidebar.selectbox(
+    emb = sb.selectbox(
         "Embeddings (X)",
         EMBEDDINGS,
         key="emb",
@@ -152,17 +145,23 @@ def _own_controls() -> dict:
         help=f"random: seeded per token (per word: a sha256 of the word); model: {DEFAULT_MODEL}'s token "
         "embeddings (d_model 384; a word gets the mean of its word pieces' embeddings)",
     )
-    pos = st.sidebar.checkbox("Add position embeddings", False, key="pos", bind="query-params")
-    upload = st.sidebar.file_uploader("Load weights (.safetensors)", type=["safetensors"], key="upload")
-    data = None
-    if upload is not None:
-        if upload.size > MAX_UPLOAD_BYTES:
-            st.sidebar.error(f"That file is over {MAX_UPLOAD_BYTES // 2**20} MB; choose a smaller .safetensors file.")
-        else:
-            data = upload.getvalue()
+    pos = sb.checkbox("Add position embeddings", False, key="pos", bind="query-params")
+    data, shape = _uploaded_weights()
+    by_file = "Set by your weights file while it is loaded (remove the file to use this box)." if shape else None
+    d_model = shape_slot.number_input(
+        "d_model", 1, MAX_D_MODEL, 512, key="d_model", bind=binds["d_model"], disabled=bool(shape), help=by_file
+    )
+    heads = shape_slot.number_input(
+        "Number of heads", 1, MAX_HEADS, 8, key="own_heads", bind=binds["own_heads"], disabled=bool(shape), help=by_file
+    )
+    init = shape_slot.selectbox(
+        "Init", INITS, key="init", bind="query-params", disabled=bool(shape),
+        help=by_file or "xavier: as torch.nn.MultiheadAttention; identity: attention = embedding similarity",
+    )  # fmt: skip
+    d_model, heads = shape or (int(d_model), int(heads))
     return {
-        "d_model": int(d_model),
-        "n_heads": int(heads),
+        "d_model": d_model,
+        "n_heads": heads,
         "seed": int(seed),
         "init": init,
         "embeddings": emb,
@@ -170,6 +169,35 @@ def _own_controls() -> dict:
         "positions": bool(pos),
         "weights_file": data,
     }
+
+
+def _uploaded_weights() -> tuple[bytes | None, tuple[int, int] | None]:
+    """The upload box: (the file's bytes, its (d_model, n_heads) read from the file) — (bytes, None) when the
+    file cannot be read (the page says why), (None, None) without a usable file (the sidebar says why)."""
+    sb = st.sidebar
+    upload = sb.file_uploader("Load weights (.safetensors)", type=["safetensors"], key="upload")
+    if upload is None:
+        return None, None
+    if upload.size > MAX_UPLOAD_BYTES:
+        sb.error(f"That file is over {MAX_UPLOAD_BYTES // 2**20} MB; choose a smaller .safetensors file.")
+        return None, None
+    if upload.size == 0:
+        sb.error(
+            "That file is empty (0 bytes), so nothing was loaded: the weights shown are made from the settings "
+            "above. Choose a .safetensors file with weights in it."
+        )
+        return None, None
+    data = upload.getvalue()
+    try:
+        weights = get_own_weights(Config(model=OWN, weights_file=data))
+    except MhaVizError:  # the page says what is wrong with the file
+        return data, None
+    h, d = weights.n_heads, weights.d_model
+    sb.info(
+        f"Your file: {h} head{'s' if h != 1 else ''} × d_model {d} (d_k {weights.d_head}). The d_model, "
+        "number of heads and init boxes above do not apply while it is loaded."
+    )
+    return data, (d, h)
 
 
 def weights_download(config: Config) -> None:

@@ -12,6 +12,7 @@ from mha_viz.figures import pruning_figure
 from mha_viz.ui.cache import get_curve, get_importance, has_importance, model_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
+from mha_viz.ui.links import check_choice
 from mha_viz.ui.sidebar import EXAMPLES
 
 AUTO_HEADS = 100  # scans of models with at most this many heads start by themselves (MiniLM: 72, ~0.5 s) ...
@@ -27,6 +28,7 @@ def _open_head() -> None:
 
 
 def _texts(ctx: Ctx) -> tuple[str, ...]:
+    check_choice("imp_texts", list(TEXT_SETS.values()), TEXT_SETS["this text"])
     choice = st.radio(
         "Measured on", list(TEXT_SETS), format_func=TEXT_SETS.get, key="imp_texts", bind="query-params",
         horizontal=True,
