@@ -83,6 +83,15 @@ def build_mask(
     return allowed
 
 
+def _softmax(scores: torch.Tensor, sink: torch.Tensor | None) -> torch.Tensor:
+    """Row softmax, with a sink logit per head counted in the denominator when given (then dropped).
+    Shapes: scores [..., h, q, k]; sink [h]; returns [..., h, q, k]."""
+    if sink is None:
+        return torch.softmax(scores, dim=-1)
+    column = sink.to(scores).reshape(-1, 1, 1).expand(*scores.shape[:-1], 1)  # [..., h, q, 1]
+    return torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :-1].contiguous()  # [..., h, q, k]
+
+
 def attention_pattern(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -91,14 +100,18 @@ def attention_pattern(
     softcap: float | None = None,
     bias: torch.Tensor | None = None,
     allowed: torch.Tensor | None = None,
+    sink: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Steps 2-4: scores = q kᵀ · scale → soft-cap → + bias → mask → softmax, row by row.
+
+    ``sink``: learned per-head sink logits (gpt-oss): each row's softmax also counts exp(sink) in its
+    denominator, and the sink's share (1 − the row's sum) goes to no token.
 
     Leading batch axes are allowed. A query row whose keys are all masked gets an all-zero pattern row
     (never NaN) and is flagged in ``dead``.
     Shapes: q [..., n_heads, q_pos, d_head]; k [..., n_kv_heads, k_pos, d_head]; bias and allowed
-    broadcast to [..., n_heads, q_pos, k_pos]; returns scores and pattern [..., n_heads, q_pos, k_pos],
-    dead [..., n_heads | 1, q_pos] bool.
+    broadcast to [..., n_heads, q_pos, k_pos]; sink [n_heads]; returns scores and pattern [..., n_heads, q_pos,
+    k_pos], dead [..., n_heads | 1, q_pos] bool.
     """
     h, kv = q.shape[-3], k.shape[-3]
     k_h = k if kv == h else k.repeat_interleave(h // kv, dim=-3)  # [..., h, k_pos, dh]
@@ -111,10 +124,12 @@ def attention_pattern(
         scores = scores + bias.to(scores.dtype) if bias.dim() > scores.dim() else scores.add_(bias.to(scores.dtype))
     if allowed is None:
         none_dead = torch.zeros(scores.shape[:-1], dtype=torch.bool, device=scores.device)  # [..., h, q_pos]
-        return scores, torch.softmax(scores, dim=-1), none_dead
+        return scores, _softmax(scores, sink), none_dead
     allowed = allowed.to(scores.device)
     scores.masked_fill_(~allowed, float("-inf"))
     dead = ~allowed.any(dim=-1)  # [..., h | 1, q_pos]
+    if sink is not None:  # the sink takes a dead row's whole mass: its weights are 0, never NaN
+        return scores, _softmax(scores, sink), dead
     pattern = torch.softmax(scores, dim=-1)  # [..., h, q_pos, k_pos]
     if bool(dead.any()):
         pattern.masked_fill_(dead.unsqueeze(-1), 0.0)  # all-masked rows: zeros, not NaN
@@ -132,6 +147,7 @@ def attend(
     softcap: float | None = None,
     bias: torch.Tensor | None = None,
     allowed: torch.Tensor | None = None,
+    sink: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """Steps 2-7 from q, k, v as the model uses them: pattern, z = pattern · V, concat, output.
 
@@ -143,7 +159,9 @@ def attend(
     """
     h, n = q.shape[:2]
     dv = v.shape[-1]  # the value head size: d_head, or a latent-attention model's own d_v (≠ q/k's)
-    scores, pattern, dead = attention_pattern(q, k, scale=scale, softcap=softcap, bias=bias, allowed=allowed)
+    scores, pattern, dead = attention_pattern(
+        q, k, scale=scale, softcap=softcap, bias=bias, allowed=allowed, sink=sink
+    )  # fmt: skip
     v_h = v if v.shape[0] == h else v.repeat_interleave(h // v.shape[0], dim=0)  # [h, k_pos, dv]
     z = torch.bmm(pattern, v_h)  # [h, q_pos, dv]
     concat = z.transpose(0, 1).reshape(n, h * dv)  # [q_pos, h*dv]

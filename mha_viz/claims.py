@@ -34,10 +34,14 @@ class Equivalence:
         return float(self.diff.max()) if self.diff.size else 0.0
 
 
-def _masked_softmax(s: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Row-wise softmax with masked cells at −∞; all-masked rows are zeros. Shapes: s, allowed [.., n, nk]."""
-    p = torch.softmax(s.masked_fill(~allowed, float("-inf")), dim=-1)
-    return p.nan_to_num(0.0)
+def _masked_softmax(s: torch.Tensor, allowed: torch.Tensor, sink: torch.Tensor | None = None) -> torch.Tensor:
+    """Row-wise softmax with masked cells at −∞; all-masked rows are zeros; a learned sink logit per head (gpt-oss)
+    counted in the denominator when given. Shapes: s, allowed [.., n, nk]; sink [] or [h] (one per leading row)."""
+    s = s.masked_fill(~allowed, float("-inf"))
+    if sink is not None:
+        column = sink.to(s).reshape(*sink.shape, *([1] * (s.dim() - sink.dim()))).expand(*s.shape[:-1], 1)
+        return torch.softmax(torch.cat([s, column], dim=-1), dim=-1)[..., :-1]
+    return torch.softmax(s, dim=-1).nan_to_num(0.0)
 
 
 def _score_extras(s: torch.Tensor, trace: AttentionTrace, head: int | None) -> torch.Tensor:
@@ -58,7 +62,8 @@ def loop_vs_batched(trace: AttentionTrace, weights: AttentionWeights | None, x: 
     f64 = torch.float64
     allowed = torch.isfinite(trace.scores)  # [h, n, nk]: the mask as the layer used it
     h, n, dk = trace.q.shape
-    w_o = trace.W_O.to(f64)  # [h, dk, d]
+    dv = trace.v.shape[-1]  # the value head size (latent attention: ≠ dk)
+    w_o = trace.W_O.to(f64)  # [h, dv, d]
     b_o = None if trace.b_O is None else trace.b_O.to(f64)
     group = trace.group
     with torch.no_grad():
@@ -94,14 +99,15 @@ def loop_vs_batched(trace: AttentionTrace, weights: AttentionWeights | None, x: 
         heads = []
         for j in range(h):  # the small-matrices form
             s = _score_extras((loop_q[j] @ loop_k[j].T) * trace.scale, trace, j)  # [n, nk]
-            heads.append(_masked_softmax(s, allowed[j]) @ loop_v[j])  # [n, dk]
-        loop_out = torch.cat(heads, dim=1) @ w_o.reshape(h * dk, -1)  # [n, d]
+            sink = None if trace.sink is None else trace.sink[j]
+            heads.append(_masked_softmax(s, allowed[j], sink) @ loop_v[j])  # [n, dv]
+        loop_out = torch.cat(heads, dim=1) @ w_o.reshape(h * dv, -1)  # [n, d]
         # the one-big-matrix form: all heads in one batched product
         k_all = big_k.repeat_interleave(group, dim=0)  # [h, nk, dk]
         v_all = big_v.repeat_interleave(group, dim=0)
         s_all = _score_extras(torch.einsum("hqd,hkd->hqk", big_q, k_all) * trace.scale, trace, None)  # [h, n, nk]
-        z_all = torch.einsum("hqk,hkd->hqd", _masked_softmax(s_all, allowed), v_all)  # [h, n, dk]
-        big_out = z_all.transpose(0, 1).reshape(n, h * dk) @ w_o.reshape(h * dk, -1)  # [n, d]
+        z_all = torch.einsum("hqk,hkd->hqd", _masked_softmax(s_all, allowed, trace.sink), v_all)  # [h, n, dv]
+        big_out = z_all.transpose(0, 1).reshape(n, h * dv) @ w_o.reshape(h * dv, -1)  # [n, d]
         if b_o is not None:
             loop_out, big_out = loop_out + b_o, big_out + b_o
     return Equivalence(

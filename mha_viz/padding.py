@@ -105,7 +105,13 @@ def padded_batch(
         raise MhaVizError(f"mha-viz could not reproduce {lm.name}'s padded batch in layer {layer}; not shown")
     with torch.no_grad():
         _, pattern, _ = attention_pattern(
-            call.q, call.k, scale=call.scaling, softcap=call.softcap, bias=call.bias, allowed=call.allowed
+            call.q,
+            call.k,
+            scale=call.scaling,
+            softcap=call.softcap,
+            bias=call.bias,
+            allowed=call.allowed,
+            sink=call.sink,
         )  # [2, h, n, n]
     single = tuple(layer_trace(lm, rec, part, layer, Config(), x=False).pattern for rec in alone)  # [h, len_b, len_b]
     labels = (_labels(tokens[0], n), _labels(tokens[1], n))

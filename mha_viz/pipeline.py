@@ -185,7 +185,8 @@ def layer_trace(
     with torch.no_grad():
         q, k, v = put(call.q[0]), put(call.k[0]), put(call.v[0])  # [h, q, dh], [kv, k, dh] x2
         bias = None if call.bias is None else put(call.bias[0])  # [h|1, q, k]
-        out = attend(q, k, v, put(w_o), put(b_o), scale=scale, softcap=call.softcap, bias=bias, allowed=put(allowed))
+        out = attend(q, k, v, put(w_o), put(b_o), scale=scale, softcap=call.softcap, bias=bias, allowed=put(allowed),
+                     sink=put(call.sink))  # fmt: skip
     x = call.x[0] if call.x is not None else torch.empty(q.shape[1], 0)
 
     def heads(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:  # [pos, n*dh] -> [n, pos, dh]
@@ -198,6 +199,7 @@ def layer_trace(
         softcap=call.softcap,
         bias=None if bias is None else to_cpu(bias), model_delta=call.delta,
         q_pre=heads(call.q_pre, call.q[0]), k_pre=heads(call.k_pre, call.k[0]),
+        sink=None if call.sink is None else to_cpu(call.sink.float()),
         **{name: to_cpu(t) for name, t in out.items()},
     )  # fmt: skip
     if not torch.isfinite(trace.pattern).all() or not torch.isfinite(trace.output).all():

@@ -69,7 +69,7 @@ def layer_rows(
         q = call.q[0][:, index].to(device=dev, dtype=dt)  # [h, r, dh]
         k = call.k[0].to(device=dev, dtype=dt)  # [kv, n_k, dh]
         bias = None if call.bias is None else call.bias[0][..., index, :].to(device=dev, dtype=dt)
-        _, pattern, _ = attention_pattern(q, k, scale=scale, softcap=call.softcap, bias=bias,
+        _, pattern, _ = attention_pattern(q, k, scale=scale, softcap=call.softcap, bias=bias, sink=call.sink,
                                           allowed=None if allowed is None else allowed.to(dev))  # fmt: skip
     p = pattern.float().cpu().numpy()  # [h, r, n_k]
     if not np.isfinite(p).all():

@@ -193,6 +193,13 @@ class AttentionTrace:
     model_delta: float | None = None  # max |pattern - the model's own weights| (None: not from a model)
     q_pre: torch.Tensor | None = None  # [n_heads, q_pos, d_head]: X · W_Q before rotary embeddings (when recorded)
     k_pre: torch.Tensor | None = None  # [n_kv_heads, k_pos, d_head]: X · W_K before rotary embeddings
+    sink: torch.Tensor | None = None  # [n_heads]: learned sink logits (gpt-oss); a row's weights then sum to
+    # 1 − its sink share (sink_share)
+
+    @property
+    def sink_share(self) -> torch.Tensor | None:
+        """The share of each query's attention the learned sink takes (goes to no token). Shapes: [h, q_pos]."""
+        return None if self.sink is None else (1.0 - self.pattern.sum(-1)).clamp_min(0.0)
 
     def __post_init__(self) -> None:
         if not self.key_tokens:

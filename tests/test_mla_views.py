@@ -1,23 +1,46 @@
-"""A latent-attention (MLA) model in every view: value heads of their own size (d_v ≠ d_qk) must flow through
-every view without an internal error (issue 23 §2: W^O was reshaped with the q/k head size)."""
+"""Latent attention (MLA: value heads of their own size) and learned sinks (gpt-oss: a logit per head in each
+softmax's denominator) in every view: no internal error, and the sink's share is drawn (issue 23 §2, §3)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from test_app import run_app
+import torch
+import transformers
+from test_app import array, heatmaps, run_app, specs
 
 from conftest import _zoo_dir
 from mha_viz.ui.sidebar import SOURCES, VIEWS
 
+TEXT = "The animal was tired"
+
 
 @pytest.fixture(scope="module")
-def mla_dir(tmp_path_factory) -> str:
-    return _zoo_dir(tmp_path_factory, "deepseek_v3")
+def folders(tmp_path_factory) -> dict[str, str]:
+    return {t: _zoo_dir(tmp_path_factory, t) for t in ("deepseek_v3", "gpt_oss")}
 
 
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "gpt_oss"])
 @pytest.mark.parametrize("view", VIEWS)
-def test_every_view_opens_on_a_latent_attention_model(view: str, mla_dir: str) -> None:
-    at = run_app(src=SOURCES["hub"], model_id=mla_dir, text="The animal was tired", view=view)
+def test_every_view_opens(view: str, model_type: str, folders: dict[str, str]) -> None:
+    at = run_app(src=SOURCES["hub"], model_id=folders[model_type], text=TEXT, view=view)
     assert not at.exception, [e.value for e in at.exception]
     internal = [e.value for e in at.error if "Something went wrong" in e.value]
     assert not internal, internal  # a refusal may be a message; an internal error never
+
+
+def test_gpt_oss_sink_share_is_drawn_as_the_model_computes_it(folders: dict[str, str]) -> None:
+    folder = folders["gpt_oss"]
+    at = run_app(src=SOURCES["hub"], model_id=folder, text=TEXT, view="Heads", layer="1")
+    assert not at.exception and not at.error
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        attn = model(**tok(TEXT, return_tensors="pt"), output_attentions=True).attentions[1][0]  # [h, n, n]
+    want = (1.0 - attn.sum(-1)).numpy()  # the sink's share of every query, per head
+    assert want.max() > 0.01  # the sink takes a visible share: the figure is not trivially zero
+    sink_maps = [
+        array(h["z"]) for s in specs(at) if "Sink share" in str(s["layout"].get("title", "")) for h in heatmaps(s)
+    ]
+    assert len(sink_maps) == 1
+    np.testing.assert_allclose(sink_maps[0].astype(float), want, atol=1e-5)

@@ -76,6 +76,14 @@ ZOO: dict[str, dict] = {
         "qk_nope_head_dim": 16,
         "v_head_dim": 12,
     },
+    # learned attention sinks (a logit per head in each softmax's denominator), alternating sliding windows
+    "gpt_oss": {
+        **_GQA,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+    },
     # encoder-decoders
     "bart": _S2S,
     "mbart": _S2S,

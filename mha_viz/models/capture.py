@@ -58,6 +58,7 @@ class Call:
     x_kv: torch.Tensor | None = None
     wo_out: torch.Tensor | None = None
     q_pre: torch.Tensor | None = None  # [b, q_pos, h*dh]: the query projection before rotary embeddings
+    sink: torch.Tensor | None = None  # [h]: learned sink logits in each row's softmax denominator (gpt-oss)
     k_pre: torch.Tensor | None = None  # [b, k_pos, kv*dh]: the key projection before rotary embeddings
     tiles: np.ndarray | None = None  # [n_heads, ceil(q_pos/f), ceil(k_pos/f)]: batch item 0's pattern, f×f block means
     tile_f: int = 0  # the block side f of ``tiles``
@@ -180,6 +181,7 @@ def _record(
     scaling = named.get("scaling")
     scaling = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
     softcap = named.get("softcap")
+    sink = named.get("s_aux")  # gpt-oss: one learned sink logit per head
     bias = named.get("position_bias")
     if isinstance(bias, torch.Tensor) and not bool(bias.any()):
         bias = None  # T5 passes zeros where a layer has no relative position bias (cross-attention)
@@ -196,6 +198,7 @@ def _record(
         allowed=None if allowed is None else allowed.detach().cpu(),
         delta=0.0,
         wo_in=_cpu(out.reshape(*out.shape[:2], -1)) if rec.extras else None,  # [b, q_pos, h*dh]
+        sink=_cpu(sink) if isinstance(sink, torch.Tensor) else None,
     )
     if isinstance(weights, torch.Tensor):  # the self-check: our recomputation against the model's own weights
         call.delta = self_check(call, weights, rec.tile_cells)
@@ -227,7 +230,7 @@ def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
 
         _, pattern, dead = attention_pattern(
             call.q[..., sl, :], call.k, scale=call.scaling, softcap=call.softcap, bias=part(call.bias),
-            allowed=part(call.allowed),
+            allowed=part(call.allowed), sink=call.sink,
         )  # fmt: skip
         if tile_cells:
             tiles.append(block_means(pattern[0].numpy(), f))  # [h, rows / f, ceil(nk / f)]

@@ -15,6 +15,7 @@ VERIFIED = (
     "bert", "roberta", "xlm-roberta", "electra", "distilbert", "modernbert",
     "gpt2", "gpt_neox", "opt", "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
     "phi3", "phi", "olmo", "olmo2", "granite", "starcoder2", "cohere", "deepseek_v2", "deepseek_v3", "minicpm3",
+    "gpt_oss",
     "bart", "mbart", "marian", "t5",
 )  # fmt: skip
 FEATURES = {  # what a modeling file's source shows -> the feature it names
@@ -25,6 +26,7 @@ FEATURES = {  # what a modeling file's source shows -> the feature it names
     "QK-norm": ("self.q_norm", "q_layernorm", "self.q_ln"),
     "position bias": ("position_bias",),
     "latent attention": ("kv_lora_rank",),
+    "attention sinks": ("s_aux=",),
 }
 
 

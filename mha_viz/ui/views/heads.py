@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 import numpy as np
 import streamlit as st
 
 from mha_viz.budget import check_grid
-from mha_viz.figures import GRID_MAX_CELLS
+from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
 from mha_viz.figures.common import plural, pool_blocks
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import get_role_labels
@@ -47,6 +48,7 @@ def heads_view(ctx: Ctx) -> None:
         "Click a cell to open its head below (and make its query the focus token)."
     )
     _model_terms(t)
+    _learned_sink(ctx, t, sh.labels)
     if t.group > 1:
         kv = t.n_heads // t.group
         shares = "; ".join(f"K/V {g}: heads {g * t.group}–{(g + 1) * t.group - 1}" for g in range(kv))
@@ -148,6 +150,24 @@ def focus_csv(sh: Shown, q: int, focus: str) -> bytes:
     return csv_bytes([f"{focus} → key", *sh.key_labels], rows)
 
 
+def _learned_sink(ctx: Ctx, t: AttentionTrace, labels: Sequence[str]) -> None:
+    """A layer with learned sinks (gpt-oss): the share of each query's attention that the sink takes, per head,
+    as its own figure (the grid's rows then sum to 1 − this share)."""
+    share = t.sink_share
+    if share is None:
+        return
+    share = share.numpy()  # [h, q]
+    if len(labels) != share.shape[1]:  # special tokens hidden: the rows shown
+        return
+    st.caption(
+        f"Learned attention sinks: each head's softmax also counts a learned logit that goes to no token, so each "
+        f"row of the grid sums to 1 − the sink's share (here {share.min():.2f}–{share.max():.2f})."
+    )
+    fig = matrix_heatmap(share, list(labels), head_names(share.shape[0]), "Sink share per head and query",
+                         value_name="sink share", attention=True, zmin=0.0, zmax=1.0, width=900)  # fmt: skip
+    plot(fig, "sink_share", ctx.c.image_format)
+
+
 def _model_terms(t: AttentionTrace) -> None:
     """Say which terms beyond q·kᵀ·scale the model adds here, and that the weights are the model's own."""
     terms = []
@@ -157,6 +177,8 @@ def _model_terms(t: AttentionTrace) -> None:
         terms.append("an additive position bias")
     if t.causal:
         terms.append("a causal mask")
+    if t.sink is not None:
+        terms.append("a learned attention sink per head (a logit in each row's softmax that goes to no token)")
     extra = f"This layer adds {', '.join(terms)} before the softmax." if terms else ""
     if t.model_delta is not None:
         extra = (
