@@ -10,10 +10,10 @@ import streamlit as st
 from mha_viz import budget
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
-from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.errors import guarded
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
 from mha_viz.ui.memo import collect_garbage, drop_held, release_memory
@@ -76,18 +76,6 @@ VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Next token": next_token_view,
     "Induction": induction_view,
 }
-
-
-def guarded(fn: Callable[[], object]) -> object | None:
-    """Run ``fn``; show a person-readable st.error instead of a traceback if it fails."""
-    try:
-        return fn()
-    except MhaVizError as exc:
-        st.error(plain(exc))
-    except Exception as exc:
-        log.exception("unexpected error")
-        st.error(plain(f"Something went wrong ({type(exc).__name__}: {exc}). Try other settings or a shorter text."))
-    return None
 
 
 def _context(c: Controls) -> Ctx | None:
