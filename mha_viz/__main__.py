@@ -329,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MhaVizError as exc:
         print(f"mha-viz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error; quiet at exit too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:
         print(f"mha-viz: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EXIT_FAILURE

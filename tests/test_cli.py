@@ -258,3 +258,16 @@ def test_unsupported_architecture_one_line(tmp_path, capsys) -> None:
     code, out, err = run(["trace", "--model", str(folder), "--text", "hi"], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "'bloom' model, whose attention does not go through transformers' attention interface" in err
+
+
+def test_a_reader_that_stops_early_is_not_an_error() -> None:
+    """`mha-viz models | head -2`: the closed pipe is neither an error line nor a failing status."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write meets a broken pipe
+    try:
+        done = subprocess.run([sys.executable, "-m", "mha_viz", "models"], stdout=write, stderr=subprocess.PIPE,
+                              timeout=120)  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    assert b"error" not in done.stderr, done.stderr

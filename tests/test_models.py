@@ -296,3 +296,19 @@ def test_rotary_layers_record_q_and_k_before_rotation() -> None:
     assert not torch.allclose(t.q_pre[:, 1:], t.q[:, 1:])  # position 0 is not rotated; the others are
     qk_norm = prepare(build("qwen3"), None, "qwen3")  # QK-norm changes lengths: no "before rotation" claimed
     assert not qk_norm.site("decoder", 0).pre_rotary
+
+
+def test_catalog_kinds_follow_the_model() -> None:
+    """Encoder-decoders are listed as such, with cross-attention, even where they also have a masked-LM or a
+    causal-LM class (issue 23 §5: bart and mbart were listed as encoders, marian and pegasus as decoders)."""
+    kinds = {a.model_type: a for a in catalog()}
+    for model_type in ("bart", "mbart", "marian", "pegasus", "blenderbot", "plbart", "t5"):
+        assert kinds[model_type].kind == "encoder-decoder", model_type
+        assert "cross-attention" in kinds[model_type].features, model_type
+    for model_type, kind in (("bert", "encoder"), ("roberta", "encoder"), ("gpt2", "decoder"), ("llama", "decoder")):
+        assert kinds[model_type].kind == kind, model_type
+
+
+def test_speech_models_are_not_listed_as_text_models() -> None:
+    listed = {a.model_type for a in catalog()}
+    assert "whisper" not in listed and "bart" in listed

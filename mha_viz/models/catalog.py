@@ -45,15 +45,18 @@ def catalog() -> list[Arch]:
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
     kinds: dict[str, str] = {}
-    for mapping, kind in (
+    for mapping, kind in (  # first match wins: BART also has a masked-LM and a causal-LM class, BERT a causal one
+        (ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES, "encoder-decoder"),
         (ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES, "encoder"),
         (ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, "decoder"),
-        (ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES, "encoder-decoder"),
     ):
         for model_type in mapping:
             kinds.setdefault(model_type, kind)
+    speech = set(getattr(ma, "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", {}))  # whisper & co: not text models
     found = []
     for model_type, kind in sorted(kinds.items()):
+        if model_type in speech:
+            continue
         folder = model_type_to_module_name(model_type)
         try:
             spec = importlib.util.find_spec(f"transformers.models.{folder}.modeling_{folder}")
