@@ -143,6 +143,15 @@ def test_scale_factor_takes_plain_decimals_only(minilm) -> None:
     assert ignored_note(at) == "" and at.slider(key="scale_factor").value == 0.5
 
 
+def test_rollout_layer_announced_ignored_is_not_used_truncated(minilm) -> None:
+    at = run_app(view="Rollout", rollout_layer="3.0")
+    assert_clean(at)
+    assert "rollout_layer=3.0 (must be a whole number from 0 to 5; showing 5)" in ignored_note(at)
+    assert at.slider(key="rollout_layer").value == 5
+    at = run_app(view="Rollout", rollout_layer="2")
+    assert ignored_note(at) == "" and at.slider(key="rollout_layer").value == 2
+
+
 def test_lines_start_from_a_bad_link(minilm) -> None:
     at = run_app(view="Lines", text="word " * 200, lines_start=NINES)
     assert_clean(at)

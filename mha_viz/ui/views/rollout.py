@@ -21,11 +21,12 @@ def rollout_view(ctx: Ctx) -> None:
     roll = rollout(p)  # [L, n, n]
     labels = ctx.base.tokens.labels
     L = roll.shape[0]
+    upto = 0
     if L > 1:
-        check_int("rollout_layer", 0, L - 1, L - 1)
+        bind = check_int("rollout_layer", 0, L - 1, L - 1)  # None: the link's value is ignored, not read truncated
         if st.session_state.get("rollout_layer", 0) > L - 1:  # left from a model with more layers
             st.session_state["rollout_layer"] = L - 1
-    upto = st.slider("Up to layer", 0, L - 1, L - 1, key="rollout_layer", bind="query-params") if L > 1 else 0
+        upto = st.slider("Up to layer", 0, L - 1, L - 1, key="rollout_layer", bind=bind)
     st.caption(
         "Attention rollout (Abnar & Zuidema 2020): per layer, average the heads, add the residual connection as "
         "an identity (Â = 0.5·A + 0.5·I, rows renormalised), and multiply the layers: rollout = Â_l · … · Â_0. "
