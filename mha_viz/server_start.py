@@ -15,6 +15,7 @@ the model was ready, ``at - s`` when the imports were done.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import threading
@@ -42,8 +43,42 @@ def start() -> threading.Thread | None:
     return thread
 
 
+# What every page imports, in one thread before any page uses them (issue 21 §2.4): plotly imports pandas lazily
+# and reads it from sys.modules without waiting for another thread's import to finish ("partially initialized
+# module 'pandas' has no attribute 'Series'"); transformers' lazy attributes (AutoConfig) raced the same way
+# while the preload imported transformers and the first page loaded another model.
+HEAVY = ("numpy", "pandas", "pyarrow", "torch", "transformers", "plotly", "plotly.graph_objects", "plotly.io",
+         "plotly.subplots", "mha_viz.figures", "mha_viz.ui")  # fmt: skip
+_LAZY = {"transformers": ("AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM", "AutoTokenizer",
+                          "PreTrainedModel")}  # fmt: skip
+_PLOTLY_OPTIONAL = ("numpy", "pandas", "orjson")  # what plotly's validators ask _plotly_utils for, lazily
+_IMPORT_LOCK = threading.Lock()
+_imported = threading.Event()
+
+
+def import_heavy() -> None:
+    """Import HEAVY once per process, one thread at a time: a caller that comes while another imports waits for
+    it, so no thread ever sees a half-imported module. The preload thread calls it first; each page run calls
+    it before importing the dashboard (app.py), which then costs nothing."""
+    if _imported.is_set():
+        return
+    with _IMPORT_LOCK, gc_paused():
+        if _imported.is_set():
+            return
+        for name in HEAVY:
+            module = importlib.import_module(name)
+            for attr in _LAZY.get(name, ()):
+                getattr(module, attr)
+        from _plotly_utils.optional_imports import get_module
+
+        for name in _PLOTLY_OPTIONAL:
+            get_module(name)
+        _imported.set()
+
+
 def _load() -> None:
     with contextlib.suppress(Exception), gc_paused():  # the page's own call reports any error to the person
+        import_heavy()
         from mha_viz.ui.cache import get_model  # torch, Streamlit's elements, the dashboard's code
         from mha_viz.ui.timing import timed_run
 

@@ -1,6 +1,6 @@
 """The dashboard's caches over the pipeline: plain values in, what the pipeline returns out; nothing drawn.
 
-The model is shared read-only by every session (st.cache_resource); everything else is in caches that
+The model is shared read-only by every session (ui/model_store.py); everything else is in caches that
 hold their caps in entries and bytes (ui/memo.py: a value larger than its cache is computed, shown and
 dropped), so memory levels off however many texts people try and whatever they ask for.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import streamlit as st
 import torch
 
 from mha_viz import circuit_report, claims, importance, pipeline, studies
@@ -21,7 +20,9 @@ from mha_viz.own import save_weights
 from mha_viz.pipeline import Call, LoadedModel, Tokens
 from mha_viz.pooling import block_means, pool_factor
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
-from mha_viz.ui.memo import CACHES, SizedCache, freeze_heap, sized_cache, tune_allocator
+from mha_viz.ui.guard import unchecked, watch_model
+from mha_viz.ui.memo import CACHES, SizedCache, sized_cache, tune_allocator
+from mha_viz.ui.model_store import ModelStore
 
 tune_allocator()  # the app's process: big arrays go back to the system when freed
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
@@ -46,12 +47,20 @@ class Base:
     own: bool
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
+MODELS: ModelStore[LoadedModel] = ModelStore(max_entries=3)
+
+
 def get_model(model_name: str, device: str) -> LoadedModel:
-    """The bundled model ("") or a hub id/folder, loaded once per process and shared."""
-    lm = pipeline.load(Config(model=model_name, device=device))
-    freeze_heap()  # the model and the libraries, out of the garbage collector's walks
-    return lm
+    """The bundled model ("") or a hub id/folder, loaded once per process and shared (ui/model_store.py: not a
+    Streamlit cache, so no client can drop it; a dropped model is freed)."""
+
+    def load() -> LoadedModel:
+        with unchecked():  # a load finishes even if its page is gone: the next visitor wants the model
+            lm = pipeline.load(Config(model=model_name, device=device))
+        watch_model(lm.model)  # a page whose client left stops within one module (ui/guard.py)
+        return lm
+
+    return MODELS.get((model_name, device), load)
 
 
 def model_of(config: Config) -> LoadedModel:

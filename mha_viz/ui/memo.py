@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -22,6 +23,8 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from mha_viz.ui.guard import stop_if_gone
 
 F = TypeVar("F", bound=Callable[..., Any])
 CACHES: list[SizedCache] = []
@@ -83,6 +86,7 @@ class SizedCache:
             held = _HELD.get(owner, {}).get(self.name)
             if held is not None and held[0] == key:
                 return held[1]
+        stop_if_gone()  # the page's client left: no new work for it (ui/guard.py)
         value = compute()
         size = nbytes(value)
         with _LOCK:
@@ -208,17 +212,54 @@ def tune_allocator() -> None:
         libc.mallopt(-8, max(2, os.cpu_count() or 2))  # M_ARENA_MAX
 
 
+_GC_LOCK = threading.Lock()
+_DROPPED: list[weakref.ref] = []  # models let go of while frozen, not freed yet (a run may still hold one)
+
+
 def freeze_heap() -> None:
     """Move every object alive now (imported modules, loaded models) out of the garbage collector's sight:
-    its full collections then walk only what requests made since (~0.5 s -> milliseconds)."""
-    gc.freeze()
+    its full collections then walk only what requests made since (~0.25 s with SmolLM2 loaded -> 0.3 ms).
+    Dead cycles are collected first, so none is frozen. A frozen object that later becomes part of unreachable
+    cycles is never collected: whoever drops a frozen model calls release_dropped() (issue 21 §2.1: without it,
+    each reload of an evicted SmolLM2 kept its 520 MB)."""
+    with _GC_LOCK:
+        gc.collect()
+        gc.freeze()
+
+
+def release_dropped(refs: list[weakref.ref]) -> None:
+    """Free models that were just dropped from a cache (weak references to them): the frozen heap is thawed,
+    collected and frozen again (~0.3 s with SmolLM2; models are dropped rarely). A model that a running request
+    still holds is tried again before each later run (collect_garbage) until it is gone."""
+    with _GC_LOCK:
+        _DROPPED.extend(refs)
+    _refreeze()
+
+
+def _refreeze() -> None:
+    with _GC_LOCK:
+        frozen = gc.get_freeze_count() > 0
+        gc.unfreeze()
+        gc.collect()
+        if frozen:
+            gc.freeze()
+        _DROPPED[:] = [r for r in _DROPPED if r() is not None]
+
+
+def dropped_alive() -> int:
+    """Dropped models not freed yet (held by a running request)."""
+    with _GC_LOCK:
+        return sum(r() is not None for r in _DROPPED)
 
 
 def collect_garbage() -> None:
     """Before a run: collect the cycles earlier runs left (figures, traces: ~80 MB measured after a 512-token
     Overview; they die with the script's frames, after its last line, and Streamlit's post-script collection
-    is off). With the heap frozen (freeze_heap) this costs milliseconds; unfrozen it is left to Python."""
-    if gc.get_freeze_count():
+    is off). With the heap frozen (freeze_heap) this costs milliseconds; unfrozen it is left to Python. While
+    a dropped model is still alive, the whole heap is collected instead (release_dropped)."""
+    if _DROPPED:
+        _refreeze()
+    elif gc.get_freeze_count():
         gc.collect()
 
 

@@ -8,10 +8,14 @@ from mha_viz.threads import configure_threads
 configure_threads()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), before torch loads
 
 if __name__ == "__main__":
+    from mha_viz.server_start import import_heavy
+
+    import_heavy()  # one thread imports torch, plotly, pandas...; concurrent first pages wait (issue 21 §2.4)
     from mha_viz.ui import main
 
     main()
 else:
+    from mha_viz.server_limits import middleware
     from mha_viz.server_start import lifespan
 
-    app = st.App(__file__, lifespan=lifespan)
+    app = st.App(__file__, lifespan=lifespan, middleware=middleware())  # the page stream's limits

@@ -1,0 +1,145 @@
+"""A real `streamlit run app.py` server and raw websocket clients for it (what a script, not a browser, sends).
+
+Streamlit's protocol: the client sends protobuf BackMsg frames over /_stcore/stream (a page run is a
+``rerun_script`` with the page's query string), the server answers with ForwardMsg frames until
+``script_finished``. The clients here send no Origin header, as a script would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 180
+RUN_TIMEOUT_S = 300
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    port: int
+    log: Path
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/_stcore/stream"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def rss_mb(self) -> float:
+        import psutil
+
+        return psutil.Process(self.proc.pid).memory_info().rss / 2**20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
+            return resp.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def serve(tmp: Path, env: dict[str, str] | None = None, root: Path = ROOT) -> Iterator[Server]:
+    """`streamlit run app.py` on a free port, healthy; stopped afterwards."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]  # fmt: skip
+    full_env = {**os.environ, "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+    log = tmp / f"server-{port}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(proc, port, log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _healthy(port):
+            assert proc.poll() is None, server.log_text()[-3000:]
+            assert time.monotonic() < deadline, f"no health in {START_TIMEOUT_S} s: {server.log_text()[-3000:]}"
+            time.sleep(0.3)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def rerun(query: str) -> bytes:
+    """The BackMsg a browser sends to run the page at ``?query``."""
+    msg = BackMsg()
+    msg.rerun_script.CopyFrom(ClientState(query_string=query))
+    return msg.SerializeToString()
+
+
+def clear_cache() -> bytes:
+    """The BackMsg of the app menu's "Clear cache" (which empties Streamlit's caches for every user)."""
+    msg = BackMsg()
+    msg.clear_cache = True
+    return msg.SerializeToString()
+
+
+@dataclass
+class Page:
+    """What the server sent for one run."""
+
+    finished: bool = False
+    errors: list[str] = field(default_factory=list)  # st.error bodies and exception boxes
+    elements: int = 0
+    sent_bytes: int = 0
+
+
+def _read(msg: ForwardMsg, page: Page) -> None:
+    if msg.WhichOneof("type") == "script_finished":
+        page.finished = True
+    if msg.WhichOneof("type") != "delta" or msg.delta.WhichOneof("type") != "new_element":
+        return
+    page.elements += 1
+    element = msg.delta.new_element
+    kind = element.WhichOneof("type")
+    if kind == "exception":
+        page.errors.append(f"{element.exception.type}: {element.exception.message}")
+    elif kind == "alert" and element.alert.format == element.alert.ERROR:
+        page.errors.append(element.alert.body)
+
+
+async def run_page(url: str, query: str, before: tuple[bytes, ...] = ()) -> Page:
+    """Open a session, send ``before`` then a run of ``?query``, read until the run finishes."""
+    page = Page()
+    async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
+        for frame in before:
+            await ws.send(frame)
+        await ws.send(rerun(query))
+        async with asyncio.timeout(RUN_TIMEOUT_S):
+            while not page.finished:
+                data = await ws.recv()
+                page.sent_bytes += len(data)
+                msg = ForwardMsg()
+                msg.ParseFromString(data)
+                _read(msg, page)
+    return page
