@@ -167,7 +167,7 @@ def attend(
     concat = z.transpose(0, 1).reshape(n, h * dv)  # [q_pos, h*dv]
     w_o = W_O.reshape(h * dv, W_O.shape[-1]).to(concat.dtype)  # [h*dv, d_model]
     output = concat @ w_o if b_O is None else torch.addmm(b_O.to(concat.dtype), concat, w_o)  # [q_pos, d_model]
-    dead_rows = dead.reshape(-1, n).any(dim=0)  # [q_pos]
+    dead_rows = dead.reshape(-1, dead.shape[-1]).any(dim=0).expand(n)  # [q_pos] (a mask may be one row: [1])
     return {"scores": scores, "pattern": pattern, "z": z, "concat": concat, "output": output, "dead_rows": dead_rows}
 
 

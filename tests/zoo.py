@@ -84,10 +84,24 @@ ZOO: dict[str, dict] = {
         "sliding_window": 4,
         "layer_types": ["sliding_attention", "full_attention"],
     },
+    # MobileBERT: Q and K read a bottleneck, V the hidden state (not plain linear maps of one X)
+    "mobilebert": {**_ENC, "embedding_size": 64},
     # encoder-decoders
     "bart": _S2S,
     "mbart": _S2S,
     "marian": {**_S2S, "decoder_vocab_size": VOCAB},
+    # Switch Transformers: T5 attention with a [b, 1, 1, k] encoder mask (one row for every query)
+    "switch_transformers": {
+        "d_model": 64,
+        "d_kv": 16,
+        "d_ff": 96,
+        "num_layers": 2,
+        "num_decoder_layers": 2,
+        "num_heads": 4,
+        "num_experts": 4,
+        "decoder_start_token_id": 0,
+        **_IDS,
+    },
     "t5": {
         "d_model": 64,
         "d_kv": 16,

@@ -137,16 +137,20 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
 def _plain_qkv(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -> tuple[str, ...]:
     """The modules whose outputs are exactly q, k and v (separate, or one fused Q|K|V), else ()."""
     h, kv, dh = call.q.shape[1], call.k.shape[1], call.q.shape[-1]
-    found: dict[str, str] = {}
-    for name, _, y in seen:
+    found: dict[str, tuple[str, torch.Tensor]] = {}  # "q" | "k" | "v" -> (module, its input)
+    for name, x, y in seen:
         for key, target in (("q", call.q), ("k", call.k), ("v", call.v)):
             if key not in found and _same(_heads_view(y, target), target):
-                found[key] = name
+                found[key] = (name, x)
         if y.shape[-1] == (h + 2 * kv) * dh and y.shape[:-1] == call.wo_in.shape[:-1]:
             yq, yk, yv = y.split([h * dh, kv * dh, kv * dh], dim=-1)
             if all(_same(_heads_view(a, t), t) for a, t in ((yq, call.q), (yk, call.k), (yv, call.v))):
                 return (name,)
-    return tuple(found[k] for k in "qkv") if len(found) == 3 else ()
+    if len(found) < 3:
+        return ()
+    # one X for all three: MobileBERT's Q and K read a bottleneck and its V the hidden state (not one layer of X)
+    x_q = found["q"][1]
+    return tuple(found[k][0] for k in "qkv") if all(_same(found[k][1], x_q) for k in "kv") else ()
 
 
 def _plain_v(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -> str:

@@ -185,6 +185,11 @@ def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | 
         raise
     except Exception as exc:
         raise MhaVizError(f"{name} could not run on a short probe text ({reason(exc)}); it is not supported") from None
+    if encoder_decoder and not any(s.part == "encoder" for s in sites):
+        raise MhaVizError(
+            f"{name}'s encoder attention does not go through transformers' attention interface (its own local, "
+            "global or block-sparse attention: LongT5, BigBird-Pegasus, Pegasus-X); it is not supported"
+        )
     for site in sites:
         attn = model.get_submodule(site.name)
         attn.register_forward_pre_hook(capture.input_hook, with_kwargs=True)
