@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mha_viz.trace import AttentionTrace
+from mha_viz.trace import AttentionTrace, MhaVizError
 
 MEASURES = ("weight", "contribution")
 
@@ -34,6 +34,11 @@ def value_norms(trace: AttentionTrace) -> np.ndarray:
 
 def contributions(trace: AttentionTrace) -> np.ndarray:
     """c_ij^h = α_ij ‖v_j W_O^h‖ (raw norms). Shapes: returns [h, n_q, n_k] float64."""
+    if trace.wo_input is not None:
+        raise MhaVizError(
+            "This layer gates or normalises the heads before W^O (per query), so what key j sends through a head "
+            "is not α_ij · v_j W_O^h: turn the contribution switch off for the weights."
+        )
     return trace.pattern.double().numpy() * value_norms(trace)[:, None, :]
 
 

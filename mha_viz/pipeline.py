@@ -187,6 +187,10 @@ def layer_trace(
         bias = None if call.bias is None else put(call.bias[0])  # [h|1, q, k]
         out = attend(q, k, v, put(w_o), put(b_o), scale=scale, softcap=call.softcap, bias=bias, allowed=put(allowed),
                      sink=put(call.sink))  # fmt: skip
+        wo_input = None if call.wo_read is None else put(call.wo_read[0])  # [q, h*dv]: gated or normed concat
+        if wo_input is not None:  # W^O reads the model's transformed heads, not concat
+            w_flat = put(w_o).reshape(-1, put(w_o).shape[-1])  # [h*dv, d]
+            out["output"] = wo_input @ w_flat if b_o is None else torch.addmm(put(b_o), wo_input, w_flat)
     x = call.x[0] if call.x is not None else torch.empty(q.shape[1], 0)
 
     def heads(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:  # [pos, n*dh] -> [n, pos, dh]
@@ -200,6 +204,7 @@ def layer_trace(
         bias=None if bias is None else to_cpu(bias), model_delta=call.delta,
         q_pre=heads(call.q_pre, call.q[0]), k_pre=heads(call.k_pre, call.k[0]),
         sink=None if call.sink is None else to_cpu(call.sink.float()),
+        wo_input=None if wo_input is None else to_cpu(wo_input),
         **{name: to_cpu(t) for name, t in out.items()},
     )  # fmt: skip
     if not torch.isfinite(trace.pattern).all() or not torch.isfinite(trace.output).all():

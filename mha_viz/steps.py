@@ -90,12 +90,18 @@ def head_steps(
         bias = t.bias[min(i, t.bias.shape[0] - 1)].numpy()
         steps.append(Step(4, "+ position bias (added by the model)", bias, True, "bias", True, sq))
     masked = "causal: future keys → −∞, shown grey" if t.causal else "masked keys → −∞, shown grey"
-    out = "output = concat · W^O" + (" + b_O" if t.b_O is not None else "")
+    read = "concat" if t.wo_input is None else "W^O's input"
+    cat = f"[{n} × {t.concat.shape[-1]}]"  # h · d_v (latent attention: d_v ≠ d_k)
+    out = f"output = {read} · W^O" + (" + b_O" if t.b_O is not None else "")
     steps += [
         Step(5, f"mask ({masked})", t.scores[i].numpy(), True, "scores", True, sq),
         Step(6, "softmax, row by row (each row sums to 1)", t.pattern[i].numpy(), True, "weight", False, sq),
         Step(7, f"head_{i} = weights · V_{g}", t.z[i].numpy(), False, "z", True, qs),
-        Step(7, f"concat(head_0 … head_{h - 1})", t.concat.numpy(), False, "concat", True, f"[{n} × {h * dk}]"),
+        Step(7, f"concat(head_0 … head_{h - 1})", t.concat.numpy(), False, "concat", True, cat),
         Step(7, out, t.output.numpy(), False, "output", True, f"[{n} × {d}]"),
     ]
+    if t.wo_input is not None:  # the model gates or normalises the heads first: what W^O actually reads
+        gate = Step(7, "the model's gate / norm on the heads (what W^O reads)", t.wo_input.numpy(), False,
+                    "W^O input", True, f"[{n} × {t.wo_input.shape[-1]}]")  # fmt: skip
+        steps.insert(len(steps) - 1, gate)
     return steps

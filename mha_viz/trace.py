@@ -195,6 +195,8 @@ class AttentionTrace:
     k_pre: torch.Tensor | None = None  # [n_kv_heads, k_pos, d_head]: X · W_K before rotary embeddings
     sink: torch.Tensor | None = None  # [n_heads]: learned sink logits (gpt-oss); a row's weights then sum to
     # 1 − its sink share (sink_share)
+    wo_input: torch.Tensor | None = None  # [q_pos, n_heads * d_head]: what W^O reads where the model changes the
+    # concatenated heads first (Qwen3-Next's output gate, BitNet's norm); None: concat itself
 
     @property
     def sink_share(self) -> torch.Tensor | None:
@@ -214,9 +216,11 @@ class AttentionTrace:
 
     @cached_property
     def head_out(self) -> torch.Tensor:
-        """Each head's contribution after W^O: z[h] @ W_O[h]. Shapes: [n_heads, pos, d_model]."""
+        """Each head's contribution after W^O: z[h] @ W_O[h] (or its slice of W^O's input, where the model gates or
+        normalises the heads first). Shapes: [n_heads, pos, d_model]."""
         with torch.no_grad():
-            return torch.bmm(self.z, self.W_O.to(self.z.dtype))  # [h, pos, d_model]
+            z = self.z if self.wo_input is None else self.wo_input.view(self.n_tokens, self.n_heads, -1).transpose(0, 1)
+            return torch.bmm(z, self.W_O.to(z.dtype))  # [h, pos, d_model]
 
     @property
     def n_heads(self) -> int:

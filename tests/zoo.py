@@ -84,6 +84,19 @@ ZOO: dict[str, dict] = {
         "sliding_window": 4,
         "layer_types": ["sliding_attention", "full_attention"],
     },
+    # a norm (BitNet) or an output gate (Qwen3-Next, between linear-attention layers) before W^O
+    "bitnet": _GQA,
+    "qwen3_next": {
+        **_GQA,
+        "layer_types": ["linear_attention", "full_attention"],
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+    },
     # MobileBERT: Q and K read a bottleneck, V the hidden state (not plain linear maps of one X)
     "mobilebert": {**_ENC, "embedding_size": 64},
     # encoder-decoders

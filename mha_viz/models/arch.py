@@ -34,6 +34,8 @@ class Site:
     causal: bool
     pre_rotary: tuple[str, ...] = ()  # (q, k) projections that the model rotates afterwards (rotary, no QK-norm)
     v: str = ""  # the plain-linear V projection where Q and K are not plain ("" when not found or plain)
+    pre_wo: bool = False  # the model transforms the concatenated heads before W^O (a gate, a norm): W^O reads
+    # something else than concat, recorded at W^O's input
     model_layer: int = -1  # the model's own number for this layer (its layer_idx: differs from ``layer`` in
     # hybrids whose attention layers sit between other kinds of layers); -1 when the model does not say
 
@@ -123,6 +125,7 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
         name = names.get(call.module_id, "?")
         part = _part_of(name, encoder_decoder, decoder_only)
         wo = next((n for n, i, _ in seen if _same(i, call.wo_in)), None)
+        pre_wo = wo is None and (wo := _transformed_wo(name, call, seen)) is not None
         if wo is None:
             raise MhaVizError(f"could not find the output projection (W^O) of {name}; this model is not supported")
         layer = counts.get(part, 0)
@@ -130,8 +133,23 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
         plain = _plain_qkv(call, seen) if part != "cross" else ()
         rotary = () if plain else _pre_rotary(call, seen)
         v = "" if plain or part == "cross" else _plain_v(call, seen)
-        sites.append(Site(name, part, layer, wo, plain, causal, rotary, v, _model_layer(modules.get(call.module_id))))
+        sites.append(Site(name, part, layer, wo, plain, causal, rotary, v, pre_wo,
+                          _model_layer(modules.get(call.module_id))))  # fmt: skip
     return tuple(sites)
+
+
+def _transformed_wo(name: str, call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -> str | None:
+    """W^O when the model changes the concatenated heads first (BitNet's norm, Qwen3-Next's output gate): the last
+    linear map inside the attention module that reads something shaped like the heads side by side and is not a
+    q, k or v projection, else None."""
+    found = None
+    for mod, x, y in seen:
+        if not mod.startswith(name + ".") or tuple(x.shape) != tuple(call.wo_in.shape):
+            continue
+        if any(_same(_heads_view(y, t), t) for t in (call.q, call.k, call.v)):
+            continue
+        found = mod
+    return found
 
 
 def _plain_qkv(call: Call, seen: list[tuple[str, torch.Tensor, torch.Tensor]]) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ eager attention (``eager_attention_forward`` of its modeling module), so the mod
 it computes with "eager". Only while a Recorder is active *in the calling context* (a ContextVar: each
 thread, so each app session, has its own) does it record what the model used — q, k, v after rotary
 embeddings and QK-norm, the mask as applied, the scaling, soft-cap and position bias — check our own
-recomputation against the model's weights, and optionally zero heads on their way into W^O.
+recomputation against the model's weights, and optionally zero heads on their way into W^O or replace
+values the model computed (a head's q, k, v or output: activation patching) by given ones.
 Two requests tracing through the same shared model at once never see each other's tensors, and no lock
 is needed: nothing per-request is stored on the model.
 """
@@ -29,6 +30,8 @@ from mha_viz.trace import MhaVizError
 NAME = "mha_viz"
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("mha_viz_recorder", default=None)
 _SIGNATURES: dict[Callable, inspect.Signature] = {}
+# (where, values): torch.where(where, values, computed); both broadcast to the tensor replaced (run.run_model)
+Replacement = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass(eq=False)
@@ -58,6 +61,7 @@ class Call:
     x_kv: torch.Tensor | None = None
     wo_out: torch.Tensor | None = None
     q_pre: torch.Tensor | None = None  # [b, q_pos, h*dh]: the query projection before rotary embeddings
+    wo_read: torch.Tensor | None = None  # [b, q_pos, h*dh]: what W^O read, where the model transforms concat first
     sink: torch.Tensor | None = None  # [h]: learned sink logits in each row's softmax denominator (gpt-oss)
     k_pre: torch.Tensor | None = None  # [b, k_pos, kv*dh]: the key projection before rotary embeddings
     tiles: np.ndarray | None = None  # [n_heads, ceil(q_pos/f), ceil(k_pos/f)]: batch item 0's pattern, f×f block means
@@ -71,6 +75,8 @@ class Recorder:
 
     parts: Mapping[int, str] = field(default_factory=dict)
     ablate: Mapping[tuple[str, int], Sequence[int]] = field(default_factory=dict)
+    # (part, layer, "q" | "k" | "v" | "out") -> values put in place of the model's, for this pass only
+    replace: Mapping[tuple[str, int, str], Replacement] = field(default_factory=dict)
     keep: bool = True  # False: only ablate, record nothing (whole-model runs)
     only: tuple[str, int] | None = None  # record only this (part, layer); None: every call
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
@@ -153,21 +159,34 @@ def mha_viz_attention(
     k_pos, d_head]; returns attn_output [b, q_pos, n_heads, d_head] and weights [b, n_heads, q_pos, k_pos].
     """
     eager = eager_of(module)
-    out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
     rec = _ACTIVE.get()
     if rec is None:
-        return out, weights
+        return eager(module, query, key, value, attention_mask, *args, **kwargs)
     part = rec.parts.get(id(module), "?")
     layer = rec.next_layer(part)
+    if rec.replace:
+        query, key, value = (_replaced(rec, (part, layer, n), t) for n, t in (("q", query), ("k", key), ("v", value)))
+    out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
     heads = rec.ablate.get((part, layer))
     if heads:
         out = out.clone()
         out[:, :, list(heads), :] = 0  # zeroed on the way into W^O
+    if rec.replace:
+        out = _replaced(rec, (part, layer, "out"), out)  # [b, q_pos, n_heads, d_head]
     if rec.wants(part, layer):
         rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
     return out, weights
+
+
+def _replaced(rec: Recorder, key: tuple[str, int, str], t: torch.Tensor) -> torch.Tensor:
+    """``t`` with the replacement planned for ``key`` put in (a new tensor), or ``t`` itself."""
+    found = rec.replace.get(key)
+    if found is None:
+        return t
+    where, values = found
+    return torch.where(where.to(t.device), values.to(device=t.device, dtype=t.dtype), t)
 
 
 def _record(
@@ -273,12 +292,20 @@ def projection_hook(attn_module: torch.nn.Module, which: str) -> Callable:
     return hook
 
 
-def output_hook(attn_module: torch.nn.Module) -> Callable:
-    """A forward hook for W^O: what it produced, filed with the last call of ``attn_module``."""
+def output_hook(attn_module: torch.nn.Module, reads_transformed: bool = False) -> Callable:
+    """A forward hook for W^O: what it produced, filed with the last call of ``attn_module``; with
+    ``reads_transformed`` (a gate or norm between the heads and W^O) also what it read, in every recording (the
+    layer's output is computed from it)."""
 
-    def hook(_mod: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
+    def hook(_mod: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
         rec = _ACTIVE.get()
-        if rec is None or not rec.keep or not rec.extras:
+        if rec is None or not rec.keep:
+            return
+        if reads_transformed and args and isinstance(args[0], torch.Tensor):
+            read = rec.last.get(id(attn_module))
+            if read is not None and read.wo_read is None:
+                read.wo_read = _cpu(args[0])  # [b, q_pos, h*dh]
+        if not rec.extras:
             return
         call = rec.last.get(id(attn_module))
         if call is not None and call.wo_out is None and isinstance(output, torch.Tensor):

@@ -15,7 +15,7 @@ VERIFIED = (
     "bert", "roberta", "xlm-roberta", "electra", "distilbert", "modernbert",
     "gpt2", "gpt_neox", "opt", "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
     "phi3", "phi", "olmo", "olmo2", "granite", "starcoder2", "cohere", "deepseek_v2", "deepseek_v3", "minicpm3",
-    "gpt_oss", "mobilebert", "switch_transformers",
+    "gpt_oss", "mobilebert", "switch_transformers", "bitnet", "qwen3_next",
     "bart", "mbart", "marian", "t5",
 )  # fmt: skip
 FEATURES = {  # what a modeling file's source shows -> the feature it names

@@ -193,7 +193,7 @@ def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | 
     for site in sites:
         attn = model.get_submodule(site.name)
         attn.register_forward_pre_hook(capture.input_hook, with_kwargs=True)
-        model.get_submodule(site.wo).register_forward_hook(capture.output_hook(attn))
+        model.get_submodule(site.wo).register_forward_hook(capture.output_hook(attn, site.pre_wo))
         for which, proj in zip("qk", site.pre_rotary, strict=False):
             model.get_submodule(proj).register_forward_hook(capture.projection_hook(attn, which))
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
