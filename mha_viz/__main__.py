@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mha_viz import app_cli, export_cli, importance_cli
+from mha_viz import app_cli, export_cli, importance_cli, patch_cli
 from mha_viz.config import MAX_HEADS, MAX_SEED
 from mha_viz.own import MAX_D_MODEL
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     ind.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     ind.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, induction_score)")
     importance_cli.add_parser(sub, PARTS)
+    patch_cli.add_parser(sub)
     export_cli.add_parser(sub)
     m = sub.add_parser("models", help="list the architectures this install can trace")
     m.add_argument("--all", action="store_true", help="also list those that are not supported, with the reason")
@@ -322,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "induction": _induction_command,
             "models": _models_command,
             "importance": importance_cli.command,
+            "patch": patch_cli.command,
             "export": export_cli.command,
         }
         commands[args.command](args)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.models.arch import linear_in_out
-from mha_viz.models.capture import Call, Recorder, StopForward, recording
+from mha_viz.models.capture import Call, Recorder, Replacement, StopForward, recording
 from mha_viz.models.load import LoadedModel
 from mha_viz.trace import MhaVizError
 
@@ -37,9 +37,15 @@ def run_model(
     extras: bool = True,
     tile_cells: int = 0,
     only: tuple[str, int] | None = None,
+    replace: Mapping[tuple[str, int, str], Replacement] | None = None,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
+
+    ``replace`` {(part, layer, what): (where, values)} puts values in place of what the model computed, for this
+    pass only (activation patching): what "q", "k", "v" (transformers' layout [b, heads, pos, d_head], k and v per
+    K/V head, after rotary embeddings) before the model's attention, "out" ([b, q_pos, n_heads, d_head], the heads
+    on their way into W^O) after it; the tensor becomes torch.where(where, values, tensor) (both broadcast to it).
 
     ``extras`` False (long texts): record only what the attention pattern needs (q, k, v, bias, mask: no X,
     no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
@@ -60,8 +66,13 @@ def run_model(
         bad = [h for h in heads if not 0 <= h < lm.n_heads]
         if bad:
             raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {lm.n_heads - 1}")
+    for p, la, what in replace or {}:
+        lm.site(p, la)
+        if what not in ("q", "k", "v", "out"):
+            raise MhaVizError(f"{what!r} cannot be replaced; choose q, k, v or out")
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only)
+    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only,
+                   replace=dict(replace or {}))  # fmt: skip
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass

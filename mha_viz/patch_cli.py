@@ -1,0 +1,58 @@
+"""``python -m mha_viz patch``: activation patching per head (mha_viz/patching.py) to CSV."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+
+from mha_viz.trace import MhaVizError
+
+COLUMNS = ("layer", "head", "patched", "recovered", "clean", "corrupted")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("patch", help="activation patching: each head's clean value put into the corrupted run, to CSV")
+    p.add_argument("--clean", required=True, help="the clean text")
+    p.add_argument("--corrupt", required=True, help="the corrupted text (the same number of tokens)")
+    p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
+    p.add_argument("--answer", default=None, help='decoders: the answer token (default " Mary")')
+    p.add_argument("--wrong", default=None, help='decoders: the wrong token (default " John")')
+    p.add_argument("--focus", default="it", help='encoders: the focus token (default "it")')
+    p.add_argument(
+        "--referents", nargs=2, default=["animal", "street"], metavar=("R1", "R2"),
+        help='encoders: the two referents (default "animal" "street")',
+    )  # fmt: skip
+    p.add_argument("--what", choices=("out", "q", "k", "v"), default="out",
+                   help="patch each head's output (default), query, key or value (k, v: per K/V head)")  # fmt: skip
+    p.add_argument("--method", choices=("exact",), default="exact", help="exact patching (one run per head, batched)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    p.add_argument("--out", required=True, help="write FILE.csv: one row per head (per K/V head for k, v)")
+
+
+def command(args: argparse.Namespace) -> None:
+    from mha_viz import patching as pt
+    from mha_viz.attention import resolve_device
+    from mha_viz.config import Config
+    from mha_viz.pipeline import load
+
+    if not args.out.endswith(".csv"):
+        raise MhaVizError(f"--out must name a .csv file, got {args.out!r}")
+    if (args.model or "").strip().lower() == "own":
+        raise MhaVizError("patch needs a pretrained model; own weights are one layer with no output to measure")
+    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    pair = pt.prepare(lm, args.clean, args.corrupt, args.answer, args.wrong, args.focus, tuple(args.referents))
+    patched = pt.patch_heads(pair, args.what)
+    recovered = pair.recovered(patched)
+    L, G = patched.shape
+    kv = args.what in ("k", "v")
+    with open(args.out, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow((*COLUMNS, "query_heads") if kv else COLUMNS)
+        for la in range(L):
+            for h in range(G):
+                row = [la, h, *(f"{v:.6g}" for v in (patched[la, h], recovered[la, h], pair.clean, pair.corrupted))]
+                writer.writerow([*row, " ".join(map(str, pt.sharing(lm, h)))] if kv else row)
+    unit = "K/V heads" if kv and lm.n_heads != G else "heads"
+    print(f"wrote {args.out}: {L * G} {unit}; patched: {pt.WHATS[args.what]}; metric: {pair.metric.describe()}")
+    print(f"clean {pair.clean:.4g}, corrupted {pair.corrupted:.4g}; most recovered: "
+          + ", ".join(f"L{la}H{h} {r:+.3f}" for la, h, r in pt.top_heads(recovered, 5)))  # fmt: skip

@@ -1,0 +1,198 @@
+"""Activation patching per head: exact identities, and every result against hooks written here on a tiny LLaMA
+(4 query heads sharing 2 K/V heads, 2 layers), the CLI's contract, and the Patching view."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SENTENCE, _tiny_tokenizer
+from mha_viz import patching as pt
+from mha_viz.__main__ import main
+from mha_viz.models.load import prepare as prepare_model
+
+CLEAN, CORRUPT = "The animal was tired", "The tired was animal"  # 4 tokens each in the tiny tokenizer
+ANSWER, WRONG = " animal", " tired"
+TIRED, WIDE = SENTENCE, SENTENCE.replace("tired", "wide")
+L, H, KV, DH = 2, 4, 2, 16  # the tiny LLaMA (tests/zoo.py _GQA)
+
+
+def _llama(zero: tuple[int, int] | None = None):
+    """Our own tiny LLaMA (so hooks and edits touch no shared model); ``zero``: that head's W^O slice set to 0."""
+    from zoo import build
+
+    model = build("llama")
+    if zero is not None:
+        wo = model.model.layers[zero[0]].self_attn.o_proj
+        with torch.no_grad():  # nn.Linear weight [out, in]: the head's columns
+            wo.weight[:, zero[1] * DH : (zero[1] + 1) * DH] = 0.0
+    return prepare_model(model, _tiny_tokenizer(), "tiny-llama")
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return _llama()
+
+
+@pytest.fixture(scope="module")
+def pair(llama) -> pt.Pair:
+    return pt.prepare(llama, CLEAN, CORRUPT, ANSWER, WRONG)
+
+
+def _metric(lm, logits: torch.Tensor) -> float:
+    """logit(answer) − logit(wrong) at the last position, written out. Shapes: logits [1, pos, vocab]."""
+    tok = lm.tokenizer
+    a, w = (tok(s, add_special_tokens=False)["input_ids"][0] for s in (ANSWER, WRONG))
+    return float(logits[0, -1, a].double() - logits[0, -1, w].double())
+
+
+def _hooked(lm, module: str, cols: slice, pos: int | slice = slice(None), pre: bool = False) -> float:
+    """The metric of the corrupted text with columns ``cols`` of ``module``'s input (pre) or output, at ``pos``,
+    set to their values in the clean run: two runs with forward hooks, nothing of mha_viz's capture."""
+    mod = lm.model.get_submodule(module)
+    tok = lm.tokenizer
+    clean = torch.tensor([tok(CLEAN)["input_ids"]])
+    corrupt = torch.tensor([tok(CORRUPT)["input_ids"]])
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(_m, args, out=None):
+        seen["t"] = (args[0] if pre else out).detach().clone()  # [1, pos, width]
+
+    def put(_m, args, out=None):
+        t = (args[0] if pre else out).clone()
+        t[:, pos, cols] = seen["t"][:, pos, cols]
+        return (t, *args[1:]) if pre else t
+
+    for fn, ids in ((keep, clean), (put, corrupt)):
+        handle = mod.register_forward_pre_hook(fn) if pre else mod.register_forward_hook(fn)
+        try:
+            with torch.no_grad():
+                logits = lm.model(input_ids=ids).logits
+        finally:
+            handle.remove()
+    return _metric(lm, logits)
+
+
+def test_the_metric_is_the_logit_difference(llama, pair) -> None:
+    tok = llama.tokenizer
+    with torch.no_grad():
+        clean = llama.model(input_ids=torch.tensor([tok(CLEAN)["input_ids"]])).logits
+        corrupt = llama.model(input_ids=torch.tensor([tok(CORRUPT)["input_ids"]])).logits
+    assert pair.clean == pytest.approx(_metric(llama, clean), abs=1e-6)
+    assert pair.corrupted == pytest.approx(_metric(llama, corrupt), abs=1e-6)
+    assert abs(pair.clean - pair.corrupted) > 1e-3
+    assert pair.metric.describe() == "logit(' animal') − logit(' tired') at the last position"
+
+
+@pytest.mark.parametrize("what", ["out", "q", "k", "v"])
+def test_patching_with_the_corrupted_runs_own_values_changes_nothing(llama, pair, what: str) -> None:
+    own = dataclasses.replace(pair, sources=pt.record_sources(llama, pair.part, pair.corrupt_ids)[1])
+    patched = pt.patch_heads(own, what)
+    assert patched.shape == (L, H if what in ("out", "q") else KV)
+    np.testing.assert_allclose(patched, pair.corrupted, atol=1e-5)
+    np.testing.assert_allclose(pair.recovered(patched), 0.0, atol=1e-4)
+
+
+def test_patching_with_own_values_on_minilm_changes_nothing(minilm) -> None:
+    pair = pt.prepare(minilm, TIRED, WIDE)
+    assert pair.metric.kind == "cosine" and pair.clean > pair.corrupted
+    own = dataclasses.replace(pair, sources=pt.record_sources(minilm, pair.part, pair.corrupt_ids)[1])
+    np.testing.assert_allclose(pt.patch_heads(own), pair.corrupted, atol=1e-5)
+    # the metric written out: cosines of the last hidden states at "it", "animal", "street"
+    h = minilm.model(**minilm.tokenizer(TIRED, return_tensors="pt")).last_hidden_state[0].double()
+    labels = [minilm.tokenizer.decode([i]) for i in minilm.tokenizer(TIRED)["input_ids"]]
+    f, a, s = (h[labels.index(w)] for w in ("it", "animal", "street"))
+    cos = torch.nn.functional.cosine_similarity
+    assert pair.clean == pytest.approx(float(cos(f, a, dim=0) - cos(f, s, dim=0)), abs=1e-6)
+
+
+def test_patching_a_head_whose_wo_slice_is_zero_recovers_nothing() -> None:
+    lm = _llama(zero=(1, 2))
+    pair = pt.prepare(lm, CLEAN, CORRUPT, ANSWER, WRONG)
+    rec = pair.recovered(pt.patch_heads(pair, "out"))
+    assert rec[1, 2] == pytest.approx(0.0, abs=1e-5)
+    assert np.abs(np.delete(rec.flatten(), 1 * H + 2)).max() > 1e-3  # the other heads do carry something
+
+
+def test_patching_a_whole_layer_equals_two_runs_with_hooks(llama, pair) -> None:
+    for layer in range(L):
+        (patched,) = pt.patched_runs(pair, "out", [[(layer, h, None) for h in range(H)]])
+        expected = _hooked(llama, f"model.layers.{layer}.self_attn.o_proj", slice(None), pre=True)
+        assert patched == pytest.approx(expected, abs=1e-5)
+    assert not np.isclose(patched, pair.corrupted, atol=1e-3)
+
+
+def test_each_head_and_position_against_hooks(llama, pair, monkeypatch) -> None:
+    batched = pt.patch_heads(pair, "out")
+    for layer in range(L):
+        for h in range(H):
+            cols = slice(h * DH, (h + 1) * DH)
+            expected = _hooked(llama, f"model.layers.{layer}.self_attn.o_proj", cols, pre=True)
+            assert batched[layer, h] == pytest.approx(expected, abs=1e-5), (layer, h)
+    monkeypatch.setattr(pt, "MAX_BATCH", 1)  # one run per pass: the same numbers
+    np.testing.assert_allclose(pt.patch_heads(pair, "out"), batched, atol=1e-5)
+    by_pos = pt.patch_positions(pair, 0, 3)
+    cols = slice(3 * DH, 4 * DH)
+    for p in range(len(by_pos)):
+        expected = _hooked(llama, "model.layers.0.self_attn.o_proj", cols, pos=p, pre=True)
+        assert by_pos[p] == pytest.approx(expected, abs=1e-5), p
+
+
+@pytest.mark.parametrize("what", ["q", "k", "v"])
+def test_qkv_per_kv_head_against_projection_hooks(llama, pair, what: str) -> None:
+    """Rotary embeddings rotate each position the same way in both texts (same length), so putting the clean
+    projection's slice back before rotation is putting the clean rotated q/k back."""
+    patched = pt.patch_heads(pair, what)
+    n = H if what == "q" else KV
+    assert patched.shape == (L, n)
+    for layer in range(L):
+        for g in range(n):
+            cols = slice(g * DH, (g + 1) * DH)
+            expected = _hooked(llama, f"model.layers.{layer}.self_attn.{what}_proj", cols)
+            assert patched[layer, g] == pytest.approx(expected, abs=1e-5), (what, layer, g)
+    assert list(pt.sharing(llama, 1)) == [2, 3]
+
+
+def _cli(tmp_path, *extra: str) -> tuple[int, list[dict]]:
+    out = tmp_path / "p.csv"
+    code = main(["patch", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", ANSWER, "--wrong", WRONG,
+                 "--out", str(out), *extra])  # fmt: skip
+    rows = list(csv.DictReader(out.open())) if out.exists() else []
+    return code, rows
+
+
+def test_cli_contract(llama_dir: str, tmp_path, capsys) -> None:
+    code, rows = _cli(tmp_path, "--model", llama_dir)
+    assert code == 0 and len(rows) == L * H
+    assert list(rows[0])[:6] == ["layer", "head", "patched", "recovered", "clean", "corrupted"]
+    clean, corrupted = float(rows[0]["clean"]), float(rows[0]["corrupted"])
+    assert all(float(r["clean"]) == clean and float(r["corrupted"]) == corrupted for r in rows)
+    for r in rows:
+        expected = (float(r["patched"]) - corrupted) / (clean - corrupted)
+        assert float(r["recovered"]) == pytest.approx(expected, abs=1e-3)  # from 6-digit numbers
+    assert "wrote" in capsys.readouterr().out
+    code, rows = _cli(tmp_path, "--model", llama_dir, "--what", "k")
+    assert code == 0 and len(rows) == L * KV and rows[1]["query_heads"] == "2 3"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--corrupt", "The animal was tired too"], "same token length"),
+        (["--answer", " animal tired"], "one token"),
+        (["--model", "own"], "pretrained"),
+        (["--out", "p.txt"], ".csv"),
+    ],
+)
+def test_cli_refuses_in_one_line(llama_dir: str, tmp_path, capsys, args: list[str], needle: str) -> None:
+    base = {"--clean": CLEAN, "--corrupt": CORRUPT, "--answer": ANSWER, "--wrong": WRONG, "--model": llama_dir,
+            "--out": str(tmp_path / "p.csv")}  # fmt: skip
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    code = main(["patch", *(x for kv in base.items() for x in kv)])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
