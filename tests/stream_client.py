@@ -143,3 +143,45 @@ async def run_page(url: str, query: str, before: tuple[bytes, ...] = ()) -> Page
                 msg.ParseFromString(data)
                 _read(msg, page)
     return page
+
+
+def frame(payload: bytes) -> bytes:
+    """One masked binary websocket frame (as a client sends it)."""
+    head = bytes([0x82])
+    n = len(payload)
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 2**16:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    mask = os.urandom(4)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def open_silent(port: int, query: str) -> socket.socket | None:
+    """A client that asks for ``?query`` and then never reads a byte (a small receive buffer, so the server's
+    messages wait on the server). Returns its socket (close it to end it), or None when the server refused the
+    handshake."""
+    import base64
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET /_stcore/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: streamlit\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)  # byte by byte: nothing after the handshake's headers is read
+        if not chunk:
+            break
+        head += chunk
+    if not head.startswith(b"HTTP/1.1 101"):
+        sock.close()
+        return None
+    sock.sendall(frame(rerun(query)))
+    return sock
