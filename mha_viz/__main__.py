@@ -14,13 +14,17 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mha_viz import app_cli, export_cli, importance_cli, patch_cli
-from mha_viz.config import MAX_HEADS, MAX_SEED
-from mha_viz.own import MAX_D_MODEL
-from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
+from mha_viz.config import MAX_D_MODEL, MAX_HEADS, MAX_SEED
+from mha_viz.errors import MhaVizError
+from mha_viz.threads import configure_threads
+
+if TYPE_CHECKING:  # the CLI parses its arguments before torch and numpy load (--help, errors: fast)
+    import numpy as np
+
+    from mha_viz.trace import AttentionTrace, AttentionWeights
 
 EXIT_USAGE = 2
 PARTS = ("encoder", "decoder", "cross")
@@ -208,6 +212,8 @@ def to_arrays(
     """The .npz contract: tokens [n_query] str, key_tokens [n_key] str, pattern [layers, heads, n_query,
     n_key]; with full, one layer's intermediates (and its weights: W_O and b_O always, W_Q ... b_V when
     the layer's projections are plain linear maps of X)."""
+    import numpy as np
+
     arrays = {
         "tokens": np.asarray(tokens, dtype=str),
         "key_tokens": np.asarray(key_tokens, dtype=str),
@@ -223,6 +229,8 @@ def to_arrays(
 
 
 def _trace_command(args: argparse.Namespace) -> None:
+    import numpy as np
+
     if args.out and not args.out.endswith(".npz"):
         raise MhaVizError(f"--out must name a .npz file, got {args.out!r}")
     tokens, key_tokens, traces, weights = run_trace(args)
@@ -317,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return app_cli.command(extra)
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        configure_threads()  # MHA_VIZ_TORCH_THREADS (1 when hosted), before the command imports torch
         commands = {
             "trace": _trace_command,
             "roles": _roles_command,

@@ -18,6 +18,7 @@ TOKENS = ("pieces", "words")  # own weights: the bundled tokenizer's word pieces
 # --- limits, each in one place (the dashboard, its links, the CLI and the engine import them) ---------------
 MAX_SEED = 2**32 - 1  # numpy's and torch's seeds: own weights, random embeddings, random W^O, induction tokens
 MAX_HEADS = 256  # own weights' head count, and a re-split's
+MAX_D_MODEL = 2048  # own weights' d_model
 MAX_TEXT_CHARS = 12_000  # a text (and a link's text): a 2048-token English text fits; a link stays well under
 # servers' header limits; checked before tokenising, so a megabyte of text is refused at once
 MAX_SECOND_TEXT_CHARS = 5_000  # Two sentences' second sentence (its box cuts there; a link's text_b is checked)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
+from mha_viz.errors import MhaVizError
 
-from mha_viz.trace import MhaVizError
+if TYPE_CHECKING:  # parsed before plotly loads; only figures/ imports plotly
+    import plotly.graph_objects as go
 
 VIEWS = ("heads", "head", "overview", "focus", "lines", "steps")
 

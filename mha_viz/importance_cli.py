@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 
-import numpy as np
-
-from mha_viz.trace import MhaVizError
+from mha_viz.errors import MhaVizError
 
 COLUMNS = ("layer", "head", "importance")
 CURVE_COLUMNS = ("heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max")
@@ -35,6 +33,8 @@ def _csv_path(path: str, flag: str) -> str:
 
 
 def command(args: argparse.Namespace) -> None:
+    import numpy as np
+
     from mha_viz import importance as im
     from mha_viz.attention import resolve_device
     from mha_viz.config import Config

@@ -15,11 +15,11 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from mha_viz.config import MAX_D_MODEL
 from mha_viz.edits import divisors
 from mha_viz.trace import AttentionWeights, MhaVizError
 
 INITS = ("xavier", "identity")
-MAX_D_MODEL = 2048
 MAX_HEADS = 256
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024

@@ -31,9 +31,7 @@ from functools import cached_property
 
 import torch
 
-
-class MhaVizError(ValueError):
-    """A problem a person can fix (bad input, unsupported model, ...). The message says how."""
+from mha_viz.errors import MhaVizError as MhaVizError  # re-exported: `from mha_viz.trace import MhaVizError`
 
 
 def _check(cond: bool, message: str) -> None:

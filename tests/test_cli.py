@@ -271,3 +271,26 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
         os.close(write)
     assert done.returncode == 0, done.stderr
     assert b"error" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["trace", "--help"], ["trace", "--text", "x", "--heads", "0"]])
+def test_the_cli_parses_before_torch_loads(argv: list[str]) -> None:
+    """--help and argument errors never import torch, numpy or plotly (issue 22 §1: every call imported both)."""
+    code = (
+        "import sys\nfrom mha_viz.__main__ import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'numpy', 'plotly', 'transformers') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+
+
+def test_the_cli_honours_the_thread_setting(tmp_path: Path) -> None:
+    """MHA_VIZ_TORCH_THREADS reaches torch in the CLI as in the app (issue 22 §4)."""
+    code = (
+        "import sys\nfrom mha_viz.__main__ import main\nmain(['models'])\nimport torch\n"
+        "print('threads', torch.get_num_threads())"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env["MHA_VIZ_TORCH_THREADS"] = "1"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.stdout.strip().splitlines()[-1] == "threads 1", done.stdout[-300:] + done.stderr[-300:]

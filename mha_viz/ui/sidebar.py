@@ -13,6 +13,7 @@ from mha_viz.attention import available_devices, resolve_device
 from mha_viz.config import (
     DEFAULT_MODEL,
     EMBEDDINGS,
+    MAX_D_MODEL,
     MAX_HEADS,
     MAX_SEED,
     MAX_TEXT_CHARS,
@@ -22,7 +23,7 @@ from mha_viz.config import (
     Config,
 )
 from mha_viz.models.sources import allowed_models
-from mha_viz.own import INITS, MAX_D_MODEL
+from mha_viz.own import INITS
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_own_weights, get_weights_file
 from mha_viz.ui.links import (  # noqa: F401 (re-exported for the views)
