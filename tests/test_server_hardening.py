@@ -33,6 +33,7 @@ def test_a_script_cannot_make_the_server_reload_its_models(tmp_path: Path) -> No
     (main: each cycle reloaded it and kept the old one frozen, +520 MB per cycle)."""
     query = f"{SMOLLM2}&text=the+cat+sat&view=Heads"
     with serve(tmp_path) as server:
+        asyncio.run(run_page(server.ws_url, ""))  # the bundled model first (the preload's)
         first = asyncio.run(run_page(server.ws_url, query))
         assert first.finished and not first.errors, first.errors
         before = server.rss_mb()
