@@ -14,7 +14,7 @@ dev=0
 
 hash_of() { (cd "$root" && cat "$@") | sha256sum | cut -c1-16; }
 runtime="runtime $(hash_of requirements.txt requirements-model.txt constraints.txt)"
-devtools="dev $(hash_of requirements-dev.txt constraints.txt)"
+devtools="dev $(hash_of requirements-dev.txt requirements-ray.txt constraints.txt)"
 # The checkout itself, installed editable: `import mha_viz`, `python -m mha_viz`, the `mha-viz` command and the
 # example notebook's kernel work from any folder. Keyed on the checkout's path and pyproject.toml (a cached venv
 # reused by another clone points at that clone after this step).
