@@ -15,7 +15,7 @@ import transformers as tf
 
 from conftest import SENTENCE
 from mha_viz.config import Config
-from mha_viz.models.catalog import VERIFIED, catalog
+from mha_viz.models.catalog import catalog
 from mha_viz.models.load import LoadedModel, load_model, prepare
 from mha_viz.models.run import run_model
 from mha_viz.models.sources import bundled_model_dir
@@ -83,18 +83,17 @@ def test_architecture_reproduced(model_type: str) -> None:
     if lm.encoder_decoder:
         assert lm.parts == ("encoder", "decoder", "cross")
         assert rec.run.calls[("cross", 0)].q.shape[-2] == len(dec) and rec.run.calls[("cross", 0)].k.shape[-2] == 12
-    assert model_type in VERIFIED
 
 
 def _run_args(kwargs: dict) -> dict:
     return {"input_ids": kwargs["input_ids"], "decoder_ids": kwargs.get("decoder_input_ids")}
 
 
-def test_zoo_and_catalog_agree() -> None:
-    """The architectures `models` marks as verified are exactly those reproduced above, and all are supported."""
-    assert set(VERIFIED) == set(ZOO) and len(ZOO) >= 20
+def test_zoo_types_are_listed_as_supported() -> None:
+    """Every zoo type (reproduced above, with configs of its own) is one `models` lists as supported: the coverage
+    run (tests/test_coverage.py) reproduced it too; types outside the interface are not listed."""
     supported = {a.model_type for a in catalog() if a.supported}
-    assert set(VERIFIED) <= supported
+    assert set(ZOO) <= supported and len(ZOO) >= 20
     assert not {"deberta", "bloom", "gptj", "falcon"} & supported
 
 

@@ -1,23 +1,23 @@
-"""Which architectures this install can trace, read from the installed transformers (not a typed list).
+"""Which architectures this install can trace: only what the test suite reproduces.
 
-A text model type is supported when its modeling file sends attention through transformers' attention
-interface (where capture.py stands). What each one shows is read from the same file. VERIFIED names
-the types that the test suite reproduces to 1e-5 from tiny random configs (tests/zoo.py; a test keeps
-the two in step).
+scripts/coverage.py builds a tiny random model of every text model type of the installed transformers (masked-LM,
+causal-LM and seq2seq mappings), runs it through the reproduction check (every layer and part, pattern and W^O
+output within 1e-5 of the model's own eager attention) and writes coverage.json next to this file;
+tests/test_coverage.py re-runs every type it marks reproduced. A type is supported only when that run reproduced
+it; every other type is listed as not supported, with the run's one-line reason. Its kind (encoder, decoder,
+encoder-decoder) comes from the model (its config and the causality of its attention), the features it shows from
+its modeling file.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
-VERIFIED = (
-    "bert", "roberta", "xlm-roberta", "electra", "distilbert", "modernbert",
-    "gpt2", "gpt_neox", "opt", "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
-    "phi3", "phi", "olmo", "olmo2", "granite", "starcoder2", "cohere", "deepseek_v2", "deepseek_v3", "minicpm3",
-    "gpt_oss", "mobilebert", "switch_transformers", "bitnet", "qwen3_next",
-    "bart", "mbart", "marian", "t5",
-)  # fmt: skip
+COVERAGE_FILE = Path(__file__).with_name("coverage.json")
 FEATURES = {  # what a modeling file's source shows -> the feature it names
     "grouped-query": ("repeat_kv(", "num_key_value_groups"),
     "rotary": ("apply_rotary_pos_emb(",),
@@ -34,18 +34,28 @@ FEATURES = {  # what a modeling file's source shows -> the feature it names
 class Arch:
     model_type: str
     kind: str  # "encoder" | "decoder" | "encoder-decoder"
-    supported: bool
+    supported: bool  # reproduced by the last coverage run
     features: tuple[str, ...]
-    verified: bool
+    reason: str = ""  # why not, in one line ("" when supported)
+    max_diff: float | None = None  # the largest difference the coverage run measured
 
 
-def catalog() -> list[Arch]:
-    """Every text model type of the installed transformers, with whether mha-viz can trace it."""
+@functools.cache
+def coverage() -> dict:
+    """coverage.json as written by scripts/coverage.py ({"transformers": version, "types": {...}}; {} if absent)."""
+    try:
+        return json.loads(COVERAGE_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _mapped_kinds() -> dict[str, str]:
+    """Every text model type of the installed transformers -> its kind as the auto mappings suggest it (used only
+    for a type the coverage run has not seen)."""
     from transformers.models.auto import modeling_auto as ma
-    from transformers.models.auto.configuration_auto import model_type_to_module_name
 
     kinds: dict[str, str] = {}
-    for mapping, kind in (  # first match wins: BART also has a masked-LM and a causal-LM class, BERT a causal one
+    for mapping, kind in (
         (ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES, "encoder-decoder"),
         (ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES, "encoder"),
         (ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, "decoder"),
@@ -53,42 +63,81 @@ def catalog() -> list[Arch]:
         for model_type in mapping:
             kinds.setdefault(model_type, kind)
     speech = set(getattr(ma, "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", {}))  # whisper & co: not text models
+    return {t: k for t, k in sorted(kinds.items()) if t not in speech and _modeling_source(t) is not None}
+
+
+def text_model_types() -> list[str]:
+    """The text model types the installed transformers ships (masked-LM, causal-LM and seq2seq mappings)."""
+    return list(_mapped_kinds())
+
+
+@functools.cache
+def _modeling_source(model_type: str) -> str | None:
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    folder = model_type_to_module_name(model_type)
+    try:
+        spec = importlib.util.find_spec(f"transformers.models.{folder}.modeling_{folder}")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or spec.origin is None:
+        return None
+    with open(spec.origin, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _not_run() -> str:
+    import transformers
+
+    seen = coverage().get("transformers")
+    run = f"the last coverage run used transformers {seen}" if seen else "no coverage run is recorded"
+    return f"not tried: {run}, this is {transformers.__version__} (run scripts/coverage.py)"
+
+
+def catalog() -> list[Arch]:
+    """Every text model type of the installed transformers, with whether mha-viz reproduces it."""
+    tried = coverage().get("types", {})
     found = []
-    for model_type, kind in sorted(kinds.items()):
-        if model_type in speech:
-            continue
-        folder = model_type_to_module_name(model_type)
-        try:
-            spec = importlib.util.find_spec(f"transformers.models.{folder}.modeling_{folder}")
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or spec.origin is None:
-            continue
-        with open(spec.origin, encoding="utf-8") as fh:
-            source = fh.read()
-        supported = "ALL_ATTENTION_FUNCTIONS.get_interface(" in source
+    for model_type, mapped in _mapped_kinds().items():
+        source = _modeling_source(model_type) or ""
+        entry = tried.get(model_type)
+        kind = entry.get("kind", mapped) if entry else mapped
+        supported = bool(entry) and entry.get("status") == "reproduced"
+        reason = "" if supported else (entry.get("reason") or "not reproduced") if entry else _not_run()
         features = tuple(name for name, marks in FEATURES.items() if any(m in source for m in marks))
         if kind == "encoder-decoder":
             features = (*features, "cross-attention")
-        found.append(Arch(model_type, kind, supported, features, model_type in VERIFIED))
+        diff = entry.get("max_diff") if supported else None
+        found.append(Arch(model_type, kind, supported, features, reason, diff))
     return found
 
 
+def refusal(model_type: str) -> str | None:
+    """Why ``model_type`` is not supported, in one line, when the last coverage run failed it (else None: it was
+    reproduced, or the run did not see it)."""
+    entry = coverage().get("types", {}).get(model_type)
+    if entry and entry.get("status") != "reproduced":
+        return str(entry.get("reason") or "not reproduced")
+    return None
+
+
 def format_table(archs: list[Arch], show_unsupported: bool = False) -> str:
-    """The catalog as aligned text lines (supported first; verified ones marked)."""
+    """The catalog as aligned text lines: the supported types, then (with show_unsupported) the others and why."""
+    import transformers
+
     shown = [a for a in archs if a.supported]
+    worst = max((a.max_diff or 0.0 for a in shown), default=0.0)
     lines = [
-        f"{len(shown)} text architectures trace through transformers' attention interface "
-        f"({sum(a.verified for a in shown)} reproduced to 1e-5 by the test suite, marked *):",
+        f"{len(shown)} of the {len(archs)} text architectures in transformers {transformers.__version__} are "
+        f"supported: the test suite reproduces each, every layer and attention kind, to 1e-5 "
+        f"(largest difference {worst:.1g}):",
         f"  {'model type':<24}{'kind':<17}shows",
     ]
-    for a in shown:
-        mark = "*" if a.verified else " "
-        lines.append(f"{mark} {a.model_type:<24}{a.kind:<17}{', '.join(a.features) or '-'}")
+    lines.extend(f"  {a.model_type:<24}{a.kind:<17}{', '.join(a.features) or '-'}" for a in shown)
     missing = [a for a in archs if not a.supported]
     if show_unsupported:
-        lines.append(f"not supported ({len(missing)}; their attention does not go through the interface):")
-        lines.extend(f"  {a.model_type}" for a in missing)
+        lines.append(f"not supported ({len(missing)}):")
+        lines.extend(f"  {a.model_type:<24}{a.kind:<17}{a.reason}" for a in missing)
     else:
-        lines.append(f"{len(missing)} more text architectures are not supported (add --all to list them).")
+        lines.append(f"{len(missing)} more text architectures are not supported (add --all to list them and why).")
     return "\n".join(lines)
