@@ -55,10 +55,12 @@ def _env_number(name: str, default: float) -> float:
 
 @dataclass(frozen=True)
 class Limits:
-    max_sessions: int = 200  # open page streams in the process
-    max_per_client: int = 20  # from one client address
+    # A session costs ~11-14 MB while it lives (a 512-token Heads page; 200 cost +2.8 GB in the soak):
+    # 60 of them ~0.8 GB. The page itself is ~750 kB of messages; 64 MB leaves room for any one page.
+    max_sessions: int = 60  # open page streams in the process
+    max_per_client: int = 10  # from one client address
     queue_bytes: int = 64 * 2**20  # waiting to be sent to one session
-    total_bytes: int = 512 * 2**20  # waiting to be sent to all sessions together
+    total_bytes: int = 256 * 2**20  # waiting to be sent to all sessions together
     stall_s: float = 120.0  # a client that takes nothing for this long is dropped
 
     @classmethod

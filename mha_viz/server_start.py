@@ -5,7 +5,9 @@ it torch, transformers and the dashboard's code) while the first browser is stil
 lifespan calls start() once, when the server starts. This module is light on purpose (importing it imports
 nothing heavy), so the server answers at once; the heavy imports happen in the thread. The first page's own
 call to the model's cache waits for this load instead of starting another (one lock per cache key). The
-garbage collector is paused meanwhile (mha_viz/gcpause.py).
+garbage collector is paused meanwhile (mha_viz/gcpause.py). Its first step, import_heavy(), is also what every
+page run does before importing the dashboard: one thread imports torch, transformers, plotly and pandas while
+the others wait, so no page sees a half-imported module (issue 21 §2.4).
 
 MHA_VIZ_NO_PRELOAD=1 turns it off: then the first page loads what it needs, as under `streamlit run` of a plain
 script. With MHA_VIZ_TIMINGS set, the load is one line of kind "preload" (mha_viz/ui/timing.py): ``at`` is when
