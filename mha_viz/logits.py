@@ -20,13 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_viz import pipeline
+from mha_viz import budget, pipeline
 from mha_viz.config import Config
 from mha_viz.models.tokens import Tokens, readable
 from mha_viz.models.unembed import (
     Unembedding,
     apply_norm,
     centre,
+    head_module,
     head_rows,
     norm_scale,
     residual_stream,
@@ -49,10 +50,10 @@ def is_causal_lm(lm: LoadedModel) -> bool:
 class Readout:
     """Next-token readouts of one text at one position.
 
-    Shapes: top_ids, top_probs [k]; lens_ids, lens_probs [L, pos] (the top guess after each layer at every
-    position); lens_top_ids, lens_top_probs [L, LENS_K] (at the chosen position); lens_final [L] (the
-    probability, after each layer, of the model's own top token); for each attributed target t (targets
-    [T]): heads [T, L, H], biases [T, L], embed, rest, const, logit, model_logit [T].
+    Shapes: top_ids, top_probs [k]; lens_ids, lens_probs [L, n - lens_first] (the top guess after each layer
+    at positions lens_first to the last); lens_top_ids, lens_top_probs [L, LENS_K] (at the chosen position);
+    lens_final [L] (the probability, after each layer, of the model's own top token); for each attributed
+    target t (targets [T]): heads [T, L, H], biases [T, L], embed, rest, const, logit, model_logit [T].
     """
 
     tokens: Tokens
@@ -61,12 +62,13 @@ class Readout:
     top_labels: tuple[str, ...]
     top_probs: np.ndarray
     lens_ids: np.ndarray
-    lens_labels: tuple[tuple[str, ...], ...]  # [L][pos]
+    lens_labels: tuple[tuple[str, ...], ...]  # [L][n - lens_first]
     lens_probs: np.ndarray
     lens_top_ids: np.ndarray
     lens_top_labels: tuple[tuple[str, ...], ...]  # [L][LENS_K]
     lens_top_probs: np.ndarray
     lens_final: np.ndarray
+    lens_first: int  # the first position the lens rows read (0: all of them)
     targets: tuple[int, ...]
     target_labels: tuple[str, ...]
     heads: np.ndarray
@@ -109,8 +111,12 @@ def readout(
     targets: tuple[int, ...] = (),
     k: int = TOP_K,
     rec: Recording | None = None,
+    lens_from: int = 0,
 ) -> Readout:
-    """Top-k, logit lens and direct logit attribution (to the top-k tokens and ``targets``) for ``text``."""
+    """Top-k, logit lens and direct logit attribution (to the top-k tokens and ``targets``) for ``text``.
+
+    The lens reads positions ``lens_from`` to the last (lens_ids, lens_probs [L, n - lens_from]) and always the
+    chosen position (lens_top_*, lens_final); the Next token view asks for the positions it shows."""
     if not is_causal_lm(lm):
         raise MhaVizError(f"{lm.name} is not a decoder with an LM head; next-token readouts are for causal LMs")
     rec = rec or pipeline.record(lm, text)
@@ -119,36 +125,54 @@ def readout(
     pos = n - 1 if position is None else int(position)
     if not 0 <= pos < n:
         raise MhaVizError(f"position {position} does not exist; this text has positions 0 to {n - 1}")
+    first = min(max(0, int(lens_from)), n - 1)
     u = unembedding(lm)
-    stream = residual_stream(lm, tokens.ids)  # resid [L + 1, n, d]
-    probs = torch.softmax(stream.logits[pos].double(), dim=-1)
+    budget.check_deadline()
+    stream = residual_stream(lm, tokens.ids, position=pos)  # resid [L + 1, n, d]; logits [1, vocab] at pos
+    probs = torch.softmax(stream.logits[0].double(), dim=-1)  # [vocab]
     top_p, top_i = probs.topk(min(k, probs.shape[0]))
     top_ids = tuple(int(i) for i in top_i)
-    lens = _lens(lm, u, stream.resid[1:], pos, top_ids[0])
+    lens = _lens(lm, u, stream.resid[1:], pos, top_ids[0], first)
     wanted = tuple(dict.fromkeys([*top_ids, *(int(t) for t in targets)]))
     parts = _attribution(lm, u, rec, stream.resid[:, pos], pos, wanted)
     return Readout(
         tokens=tokens, position=pos, top_ids=top_ids, top_labels=tuple(token_label(lm, i) for i in top_ids),
         top_probs=top_p.float().numpy(), **lens, targets=wanted,
         target_labels=tuple(token_label(lm, i) for i in wanted),
-        model_logit=stream.logits[pos, list(wanted)].double().numpy(), **parts,
+        model_logit=stream.logits[0, list(wanted)].double().numpy(), **parts,
         norm_name=u.norm_name, norm_kind=u.norm_kind, direct=u.direct,
     )  # fmt: skip
 
 
-def _lens(lm: LoadedModel, u: Unembedding, resid: torch.Tensor, pos: int, final_id: int) -> dict:
-    """The logit lens over resid [L, n, d]: one layer at a time (logits are n × vocab)."""
+def _lens(lm: LoadedModel, u: Unembedding, resid: torch.Tensor, pos: int, final_id: int, first: int = 0) -> dict:
+    """The logit lens over resid [L, n, d] at positions first..n-1 (and pos): one layer and one chunk of
+    positions at a time, so that at most budget.LENS_CHUNK_BYTES of logits [chunk, vocab] f32 and their f64
+    softmax are held, never [L, n, vocab]. Each row is computed as the unchunked lens computes it (the norm,
+    the LM head and the softmax act on each position alone). The request's deadline is checked per chunk."""
     L, n, _ = resid.shape
-    ids, probs = np.zeros((L, n), dtype=np.int64), np.zeros((L, n), dtype=np.float32)
+    vocab = int(head_module(lm).weight.shape[0])
+    chunk = max(1, budget.LENS_CHUNK_BYTES // (20 * vocab))  # 20 bytes a cell: f32 logits, f64 copy, f64 softmax
+    spans = [(a, min(a + chunk, n)) for a in range(first, n, chunk)]
+    if pos < first:  # the chosen position lies before the shown ones: its own chunk of one
+        spans.insert(0, (pos, pos + 1))
+    ids, probs = np.zeros((L, n - first), dtype=np.int64), np.zeros((L, n - first), dtype=np.float32)
     top_ids, top_probs = np.zeros((L, LENS_K), dtype=np.int64), np.zeros((L, LENS_K), dtype=np.float32)
     final = np.zeros(L, dtype=np.float32)
     for layer in range(L):
-        p = torch.softmax(unembed(lm, apply_norm(lm, u, resid[layer])).double(), dim=-1)  # [n, vocab]
-        best_p, best_i = p.max(dim=-1)
-        ids[layer], probs[layer] = best_i.numpy(), best_p.float().numpy()
-        tp, ti = p[pos].topk(min(LENS_K, p.shape[-1]))
-        top_ids[layer, : len(ti)], top_probs[layer, : len(tp)] = ti.numpy(), tp.float().numpy()
-        final[layer] = float(p[pos, final_id])
+        for a, b in spans:
+            budget.check_deadline()
+            p = torch.softmax(unembed(lm, apply_norm(lm, u, resid[layer, a:b])).double(), dim=-1)  # [b - a, vocab]
+            if a >= first:
+                best_p, best_i = p.max(dim=-1)  # [b - a]
+                ids[layer, a - first : b - first], probs[layer, a - first : b - first] = (
+                    best_i.numpy(),
+                    best_p.float().numpy(),
+                )
+            if a <= pos < b:
+                tp, ti = p[pos - a].topk(min(LENS_K, p.shape[-1]))
+                top_ids[layer, : len(ti)], top_probs[layer, : len(tp)] = ti.numpy(), tp.float().numpy()
+                final[layer] = float(p[pos - a, final_id])
+            del p
     names: dict[int, str] = {}
 
     def label(i: int) -> str:
@@ -156,7 +180,7 @@ def _lens(lm: LoadedModel, u: Unembedding, resid: torch.Tensor, pos: int, final_
 
     return {
         "lens_ids": ids, "lens_probs": probs, "lens_labels": tuple(tuple(label(int(i)) for i in row) for row in ids),
-        "lens_top_ids": top_ids, "lens_top_probs": top_probs,
+        "lens_top_ids": top_ids, "lens_top_probs": top_probs, "lens_first": first,
         "lens_top_labels": tuple(tuple(label(int(i)) for i in row) for row in top_ids), "lens_final": final,
     }  # fmt: skip
 
@@ -169,6 +193,7 @@ def _attribution(
     part = lm.part(None)
     heads, biases = [], []
     for layer in range(lm.n_layers(part)):
+        budget.check_deadline()
         trace = pipeline.layer_trace(lm, rec, part, layer, config, x=False)  # head outputs: no X needed
         heads.append(trace.head_out[:, pos].double())  # [H, d]
         biases.append(

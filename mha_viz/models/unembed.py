@@ -19,6 +19,7 @@ head's direct contribution its output after W^O.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from collections.abc import Iterator
@@ -221,7 +222,8 @@ def head_rows(lm: LoadedModel, ids: list[int]) -> tuple[torch.Tensor, torch.Tens
 @dataclass(frozen=True, eq=False)
 class Stream:
     """The residual stream of one pass. Shapes: resid [L + 1, pos, d_model]: resid[0] the embeddings,
-    resid[l + 1] the stream after layer l (resid[L] = what the final norm reads); logits [pos, vocab]."""
+    resid[l + 1] the stream after layer l (resid[L] = what the final norm reads); logits [pos, vocab], or
+    [1, vocab] when one position was asked for."""
 
     resid: torch.Tensor
     logits: torch.Tensor
@@ -237,16 +239,33 @@ def _capturing() -> Iterator[list]:
         _RESID.reset(token)
 
 
-def residual_stream(lm: LoadedModel, ids: tuple[int, ...] | list[int]) -> Stream:
-    """Run the model once on ``ids`` and keep the residual stream after every layer and the logits."""
+def _keeps_logits(model: torch.nn.Module) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs since 4.50)."""
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def residual_stream(lm: LoadedModel, ids: tuple[int, ...] | list[int], position: int | None = None) -> Stream:
+    """Run the model once on ``ids`` and keep the residual stream after every layer and the logits (of every
+    position, or of ``position`` only: then the LM head runs on that one position where the model allows it,
+    so the pass never holds [pos, vocab])."""
     u = unembedding(lm)
+    extra = {}
+    if position is not None and _keeps_logits(lm.model):
+        extra["logits_to_keep"] = torch.tensor([int(position)], device=lm.device)
     with _capturing() as store, torch.no_grad():
-        out = lm.model(input_ids=torch.tensor([list(ids)], device=lm.device), output_hidden_states=True)
+        out = lm.model(input_ids=torch.tensor([list(ids)], device=lm.device), output_hidden_states=True, **extra)
+    logits = out.logits[0].detach()  # [pos or 1, vocab]
+    if position is not None and logits.shape[0] != 1:  # the model computed every position: keep one
+        logits = logits[int(position)].unsqueeze(0).clone()  # [1, vocab]
     hidden = [h[0].detach().float().cpu() for h in out.hidden_states]  # L + 1 entries
+    del out  # the full logits, when the model computed them
     final = store[-1][0] if store else hidden[-1]  # no final norm: the last entry is the stream itself
     if len(hidden) != lm.n_layers() + 1:
         raise MhaVizError(f"{lm.name} returned {len(hidden)} hidden states for {lm.n_layers()} layers")
     if u.norm_name is not None and not _close(apply_norm(lm, u, final), hidden[-1]) and not _close(final, hidden[-1]):
         raise MhaVizError(f"{lm.name}'s last hidden state is neither the final residual nor its norm")
-    resid = torch.stack([*hidden[:-1], final])
-    return Stream(resid=resid, logits=out.logits[0].detach().float().cpu())
+    resid = torch.stack([*hidden[:-1], final])  # [L + 1, pos, d]
+    return Stream(resid=resid, logits=logits.float().cpu())

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from mha_viz import budget
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.ui.cache import get_base, model_of
@@ -157,11 +156,10 @@ def _page(c: Controls) -> None:
 
 
 def _run_view(name: str, ctx: Ctx) -> None:
-    """A view, after its memory estimate is checked against the request budget."""
-    b = ctx.base
-    sizes = budget.Sizes(len(b.tokens.ids), len(b.key_tokens.ids), b.n_heads, b.n_kv_heads, b.d_head, b.d_model,
-                         b.n_layers)  # fmt: skip
-    budget.check(name, sizes)
-    with recording_figures() as drawn:
+    """A view, after its memory (and in hosted mode its time) estimate is checked against the request budget,
+    admitted against the process budget while it runs, and cut if it runs past the time limit (ui/request.py)."""
+    from mha_viz.ui.request import admitted
+
+    with admitted(name, ctx), recording_figures() as drawn:
         VIEW_FUNCS[name](ctx)
     html_button(name, ctx, drawn)

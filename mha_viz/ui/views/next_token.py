@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import logits
+from mha_viz.budget import LENS_POSITIONS
 from mha_viz.figures import logit_lens, matrix_heatmap
 from mha_viz.logits import Readout
 from mha_viz.ui.cache import get_model, get_recording, model_of
@@ -13,14 +14,17 @@ from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, open_head, valid_choice
 from mha_viz.ui.memo import sized_cache
 
-LENS_MAX_TOKENS = 64  # the lens heatmap shows at most this many positions (the last ones)
+LENS_MAX_TOKENS = LENS_POSITIONS  # the lens runs on, and its heatmap shows, at most this many positions (the last)
 
 
 @sized_cache(max_entries=16, max_mb=32)
 def get_readout(model_name: str, device: str, text: str, position: int | None) -> Readout:
-    """Top-5, logit lens and direct logit attribution of ``text`` at ``position`` (None: the last token)."""
+    """Top-5, logit lens (on the last LENS_MAX_TOKENS positions) and direct logit attribution of ``text`` at
+    ``position`` (None: the last token)."""
     lm = get_model(model_name, device)
-    return logits.readout(lm, text, position, rec=get_recording(model_name, device, text, None))
+    rec = get_recording(model_name, device, text, None)
+    first = max(0, len(rec.tokens.ids) - LENS_MAX_TOKENS)
+    return logits.readout(lm, text, position, rec=rec, lens_from=first)
 
 
 def _open_head(layer: int, head: int) -> None:
@@ -45,9 +49,8 @@ def next_token_view(ctx: Ctx) -> None:
     st.table({"rank": list(range(1, len(r.top_ids) + 1)), "token": list(r.top_labels),
               "id": list(r.top_ids), "p": [f"{p:.4f}" for p in r.top_probs]})  # fmt: skip
 
-    first = max(0, len(labels) - LENS_MAX_TOKENS)
-    plot(logit_lens(r.lens_probs[:, first:], r.tokens.labels[first:], [row[first:] for row in r.lens_labels]),
-         "lens_map", ctx.c.image_format)  # fmt: skip
+    first = r.lens_first  # the lens rows read positions first..n-1
+    plot(logit_lens(r.lens_probs, r.tokens.labels[first:], r.lens_labels), "lens_map", ctx.c.image_format)
     st.caption(
         "Logit lens: the residual stream after layer l (the hidden state the next layer reads) passed through the "
         f"model's own final norm ({r.norm_kind}) and LM head, as if the model stopped there. The last row is the "
@@ -109,6 +112,7 @@ def next_token_view(ctx: Ctx) -> None:
     downloads(
         "next_token",
         npz={"dla": heads.astype(np.float32), "lens_probs": r.lens_probs, "lens_ids": r.lens_ids,
+             "lens_positions": np.arange(first, first + r.lens_ids.shape[1]),
              "top_ids": np.asarray(r.top_ids), "top_probs": r.top_probs},
         csv_data=csv_bytes(["layer", "head", "logit"], rows),
     )  # fmt: skip

@@ -1,0 +1,124 @@
+"""Requests admitted against one memory budget for the process (issue 21 §2.2: three long links at once took a
+server from 1.7 to 7.2 GB): a running request's estimate counts until it ends; others wait a moment or are
+refused with a notice, in the page too."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from mha_viz import admission
+from mha_viz.admission import ADMISSION, Admission, ServerBusy
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+MB = 2**20
+
+
+def _hold(adm: Admission, need: int, started: threading.Event, release: threading.Event) -> threading.Thread:
+    def run() -> None:
+        with adm.admit(need, "the first request", total=100 * MB, wait_s=0):
+            started.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert started.wait(60)
+    return thread
+
+
+def test_a_running_request_counts_until_it_ends() -> None:
+    adm = Admission()
+    started, release = threading.Event(), threading.Event()
+    thread = _hold(adm, 80 * MB, started, release)
+    assert adm.in_use == 80 * MB and adm.running == 1
+    busy = pytest.raises(ServerBusy, match=r"The server is busy, try again in a moment.*MHA_VIZ_PROCESS_MB")
+    with busy, adm.admit(50 * MB, "Next token", total=100 * MB, wait_s=0):
+        pass
+    with adm.admit(20 * MB, "Heads", total=100 * MB, wait_s=0):  # room for this one beside it
+        assert adm.in_use == 100 * MB
+    admitted = []
+
+    def waiter() -> None:  # waits for the first request to end, then runs
+        with adm.admit(50 * MB, "Next token", total=100 * MB, wait_s=60):
+            admitted.append(adm.in_use)
+
+    second = threading.Thread(target=waiter)
+    second.start()
+    assert not admitted  # still waiting while the first one runs
+    release.set()
+    thread.join(60)
+    second.join(60)
+    assert admitted == [50 * MB] and adm.in_use == 0 and adm.running == 0
+
+
+def test_a_request_alone_always_runs_and_an_error_frees_its_share() -> None:
+    adm = Admission()
+    with adm.admit(500 * MB, "Overview", total=100 * MB, wait_s=0):  # over the total, but alone: its own limit
+        assert adm.in_use == 500 * MB
+    with pytest.raises(RuntimeError), adm.admit(60 * MB, "Heads", total=100 * MB, wait_s=0):
+        raise RuntimeError("the view failed")
+    assert adm.in_use == 0
+
+
+def test_many_threads_never_hold_more_than_the_total() -> None:
+    adm, peak, lock = Admission(), [0], threading.Lock()
+
+    def request() -> None:
+        with adm.admit(30 * MB, "Heads", total=100 * MB, wait_s=60):
+            time.sleep(0.01)  # held a while, so that requests overlap
+            with lock:
+                peak[0] = max(peak[0], adm.in_use)
+
+    threads = [threading.Thread(target=request) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert 30 * MB <= peak[0] <= 90 * MB and adm.in_use == 0
+
+
+def test_defaults_from_the_environment(monkeypatch) -> None:
+    for name in ("MHA_VIZ_PROCESS_MB", "MHA_VIZ_ADMIT_WAIT_S", "MHA_VIZ_MAX_REQUEST_MB", "MHA_VIZ_HOSTED"):
+        monkeypatch.delenv(name, raising=False)
+    assert admission.process_mb() == 4096 and admission.admit_wait_s() == 5
+    monkeypatch.setenv("MHA_VIZ_HOSTED", "1")
+    assert admission.process_mb() == 1536
+    monkeypatch.setenv("MHA_VIZ_PROCESS_MB", "3000")
+    monkeypatch.setenv("MHA_VIZ_ADMIT_WAIT_S", "0")
+    assert admission.process_mb() == 3000 and admission.admit_wait_s() == 0
+    monkeypatch.setenv("MHA_VIZ_PROCESS_MB", "١٢")  # not plain ASCII digits: the default
+    assert admission.process_mb() == 1536
+
+
+def test_a_busy_server_says_so_in_the_page(minilm, monkeypatch) -> None:
+    """Another session's request holds the whole process budget: this page's view is refused with a notice
+    (after the configured wait), the page itself still draws; once it ends, the view runs."""
+    monkeypatch.setenv("MHA_VIZ_PROCESS_MB", "1")
+    monkeypatch.setenv("MHA_VIZ_ADMIT_WAIT_S", "0")
+    started, release = threading.Event(), threading.Event()
+
+    def other_session() -> None:
+        with ADMISSION.admit(MB, "another session's Overview"):
+            started.set()
+            release.wait(120)
+
+    thread = threading.Thread(target=other_session)
+    thread.start()
+    try:
+        assert started.wait(60)
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["view"] = "Heads"
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        errors = [e.value for e in at.error]
+        assert any("The server is busy, try again in a moment" in e for e in errors), errors
+        assert not at.get("plotly_chart")
+    finally:
+        release.set()
+        thread.join(60)
+    at.run()
+    assert not at.error and at.get("plotly_chart")
