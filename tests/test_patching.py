@@ -196,3 +196,36 @@ def test_cli_refuses_in_one_line(llama_dir: str, tmp_path, capsys, args: list[st
     err = capsys.readouterr().err
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
+
+def test_patching_view(minilm) -> None:
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    at = run_app(view="Patching")
+    assert_clean(at)
+    pair = pt.prepare(minilm, TIRED, WIDE)
+    expected = pair.recovered(pt.patch_heads(pair))
+    (z,) = [array(m["z"]) for s in specs(at) for m in heatmaps(s)]
+    np.testing.assert_allclose(z, expected, atol=1e-4)
+    text = " ".join(m.value for m in at.markdown).replace("\\", "")  # markdown escapes
+    la, h, _ = pt.top_heads(expected, 1)[0]
+    assert f"layer {la}, head {h}" in text and "cos(h_it, h_animal)" in text
+    assert [float(m.value) for m in at.metric][:2] == pytest.approx([pair.clean, pair.corrupted], abs=1e-3)
+    at.text_input(key="patch_corrupt").set_value(WIDE + " indeed").run()
+    assert any("same token length" in e.value for e in at.error)
+
+
+def test_patching_view_kv_heads_on_a_gqa_decoder(llama_dir: str) -> None:
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    at = run_app(src="Hugging Face", model_id=llama_dir, view="Patching")
+    assert at.text_input(key="patch_clean").value == pt.IOI[0]  # the IOI pair by default for decoders
+    assert len(at.error) == 1  # the tiny vocabulary reads the IOI pair in different token counts
+    for key, value in (("patch_clean", CLEAN), ("patch_corrupt", CORRUPT), ("patch_answer", ANSWER),
+                       ("patch_wrong", WRONG)):  # fmt: skip
+        at.text_input(key=key).set_value(value)
+    at.radio(key="patch_what").set_value("k").run()
+    assert_clean(at)
+    (z,) = [array(m["z"]) for s in specs(at) for m in heatmaps(s)]
+    assert z.shape == (L, KV)
+    text = " ".join(m.value for m in at.markdown)
+    assert "read by query heads 0, 1" in text and "read by query heads 2, 3" in text

@@ -75,6 +75,7 @@ VIEWS = (
     "Masks",
     "Ablation",
     "Head importance",
+    "Patching",
     "Circuits",
     "Rollout",
     "Step by step",

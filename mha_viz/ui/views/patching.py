@@ -1,0 +1,159 @@
+"""The Patching tab: activation patching per head (mha_viz.patching). Which heads carry the difference between a
+clean text and a corrupted one to the output: the corrupted text is run with one head's clean activation put
+back, and the share of the clean metric that returns is drawn as a layer × head map."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import patching as pt
+from mha_viz.figures import token_bars
+from mha_viz.referents import second_sentence
+from mha_viz.ui.cache import get_role_labels, model_of, tokens_of
+from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
+from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
+from mha_viz.ui.memo import CACHES, SizedCache
+from mha_viz.ui.sidebar import plain
+from mha_viz.ui.views.importance import _cancel_button, _key, _progress, _run_button
+from mha_viz.ui.views.two_sentences import SECOND_TEXT
+
+AUTO_RUNS = 100  # scans of at most this many patched runs start by themselves (MiniLM: 72 heads, ~0.5 s) ...
+AUTO_TOKENS = 96  # ... on texts of at most this many tokens
+TOP = 5
+RESULTS = SizedCache("patching", max_entries=16, max_bytes=4 * 2**20)
+CACHES.append(RESULTS)
+
+
+def _open_head(group: int) -> None:
+    """Open the clicked head in Heads (a K/V head: the first query head that reads it; ``group`` query heads per
+    K/V head, 1 for query heads)."""
+    for _, custom in clicked_points("patch_map"):  # customdata (layer, head, value)
+        if len(custom) >= 2:
+            open_head(int(custom[0]), int(custom[1]) * group)
+            return
+
+
+def _inputs(ctx: Ctx, decoder: bool) -> tuple[str, str, dict]:
+    """The two texts and the metric's words, from the view's own boxes (defaults: the IOI pair for decoders,
+    Two sentences' pair for encoders)."""
+    clean_default = pt.IOI[0] if decoder else ctx.c.text
+    corrupt_default = (
+        pt.IOI[1] if decoder else st.session_state.get("text_b") or second_sentence(ctx.c.text, SECOND_TEXT)
+    )
+    kind = "dec" if decoder else "enc"
+    if st.session_state.get("_patch_kind") != kind:  # a new kind of model: its own defaults
+        st.session_state.update(_patch_kind=kind, patch_clean=clean_default, patch_corrupt=corrupt_default)
+    left, right = st.columns(2)
+    clean = left.text_input("Clean text", key="patch_clean", max_chars=2000)
+    corrupt = right.text_input("Corrupted text (the same number of tokens)", key="patch_corrupt", max_chars=2000)
+    cols = st.columns(3)
+    if decoder:
+        answer = cols[0].text_input("Answer token", pt.IOI_ANSWERS[0], key="patch_answer", max_chars=40)
+        wrong = cols[1].text_input("Wrong token", pt.IOI_ANSWERS[1], key="patch_wrong", max_chars=40)
+        words = {"answer": answer, "wrong": wrong}
+    else:
+        focus = cols[0].text_input("Focus token", pt.REFERENTS[0], key="patch_focus", max_chars=40)
+        r1 = cols[1].text_input("Referent 1", pt.REFERENTS[1], key="patch_ref1", max_chars=40)
+        r2 = cols[2].text_input("Referent 2", pt.REFERENTS[2], key="patch_ref2", max_chars=40)
+        words = {"focus": focus, "referents": (r1, r2)}
+    return clean, corrupt, words
+
+
+def _scan(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str, progress=None) -> dict:
+    """Every head patched (cached per model, texts, metric and what): {"patched" [L, G], "clean", "corrupted",
+    "metric", "tokens"}."""
+    key = ("heads", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what)
+
+    def compute() -> dict:
+        pair = pt.prepare(model_of(ctx.config), clean, corrupt, **words)
+        return {"patched": pt.patch_heads(pair, what, progress), "clean": pair.clean, "corrupted": pair.corrupted,
+                "metric": pair.metric.describe(), "tokens": pair.tokens.labels}  # fmt: skip
+
+    return RESULTS.get_or_compute(key, compute)
+
+
+def patching_view(ctx: Ctx) -> None:
+    if needs_pretrained(ctx, self_attention=False):
+        return
+    lm = model_of(ctx.config)
+    if lm.encoder_decoder:
+        st.info("Patching takes a decoder-only or an encoder-only model; this one is an encoder-decoder model.")
+        return
+    decoder = lm.causal_lm
+    st.markdown(
+        "**Activation patching.** Run the corrupted text with one head's activation put back to its value in the "
+        "clean text, and measure how much of the clean behaviour returns: **recovered** = (patched − corrupted) / "
+        "(clean − corrupted); 1 means that head alone restores the clean value, 0 that it carries none of the "
+        "difference. The rest of the model is the corrupted run's (Wang et al. 2022, *Interpretability in the Wild*)."
+    )
+    clean, corrupt, words = _inputs(ctx, decoder)
+    whats = list(pt.WHATS)
+    what = st.radio("Patch each head's", whats, format_func=lambda w: pt.WHATS[w], key="patch_what", horizontal=True,
+                    help="The head's output is its slice of W^O's input at every position; q, k and v as the model "
+                    "used them (after rotary embeddings). Grouped-query models: k and v per K/V head.")  # fmt: skip
+    G = pt.heads_of(lm, what)
+    n = lm.n_layers(lm.parts[0]) * G
+    tokens = len(lm.tokenizer(clean)["input_ids"])
+    args = (ctx.config, (clean, corrupt, repr(words)), what, lm.parts[0])
+    done = ("heads", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what) in RESULTS
+    auto = n <= AUTO_RUNS and tokens <= AUTO_TOKENS
+    if not done and not auto and not _run_button(_key("patch_go", args), f"Patch all {n} heads"):
+        st.caption(
+            f"{n} patched runs of the whole model on {tokens} tokens, {pt.batch_size(lm, tokens)} per forward pass. "
+            "Press the button to start (it shows its progress and can be cancelled)."
+        )
+        return
+    if done:
+        r = _scan(ctx, clean, corrupt, words, what)
+    else:
+        bar, progress = _progress()
+        _cancel_button(_key("patch_go", args))
+        r = _scan(ctx, clean, corrupt, words, what, progress)
+        bar.empty()
+    _show(ctx, lm, r, what, clean, corrupt, words)
+
+
+def _show(ctx: Ctx, lm, r: dict, what: str, clean: str, corrupt: str, words: dict) -> None:
+    patched, c0, c1 = r["patched"], r["clean"], r["corrupted"]
+    recovered = (patched - c1) / (c0 - c1)  # [L, G]
+    st.markdown(f"Metric: **{plain(r['metric'])}**.")
+    best = pt.top_heads(recovered, 1)[0]
+    cols = st.columns(3)
+    cols[0].metric("clean", f"{c0:.4f}")
+    cols[1].metric("corrupted", f"{c1:.4f}")
+    cols[2].metric(f"patched, best head (L{best[0]} H{best[1]})", f"{patched[best[0], best[1]]:.4f}")
+    kv = what in ("k", "v") and lm.n_kv_heads != lm.n_heads
+    unit = "K/V head" if kv else "head"
+    title = f"Recovered by patching each {unit}'s {pt.WHATS[what]}; click a cell to open the head"
+    layer_head_map(recovered.astype(np.float32), title, "recovered", "patch_map", ctx.c.image_format,
+                   on_select=lambda: _open_head(lm.n_heads // lm.n_kv_heads if kv else 1), diverging=True)  # fmt: skip
+    part = lm.parts[0]
+    top = pt.top_heads(recovered, TOP)
+    lines = []
+    for rank, (la, h, v) in enumerate(top, 1):
+        heads = list(pt.sharing(lm, h)) if kv else [h]
+        labels = get_role_labels(ctx.config, clean, None, part, la, tokens_of(ctx.config, clean))
+        role = f", role{'s' * (len(heads) > 1)} (clean text): {', '.join(labels[q] for q in heads)}"
+        shared = f" (read by query heads {', '.join(map(str, heads))})" if kv else ""
+        lines.append(f"{rank}. layer {la}, {unit} {h}{shared}: recovered {v:+.3f}, patched {patched[la, h]:.4f}{role}")
+    st.markdown(f"**Top {len(top)} {unit}s** by |recovered|:\n\n" + "\n".join(lines))
+    rows = [[la, h, *(f"{x:.6g}" for x in (patched[la, h], recovered[la, h], c0, c1))]
+            for la in range(patched.shape[0]) for h in range(patched.shape[1])]  # fmt: skip
+    downloads("patching", csv_data=csv_bytes(["layer", "head", "patched", "recovered", "clean", "corrupted"], rows))
+    _by_position(ctx, lm, what, clean, corrupt, words, top[0][:2], r["tokens"])
+
+
+def _by_position(ctx: Ctx, lm, what: str, clean: str, corrupt: str, words: dict, top, tokens) -> None:
+    """One head patched at one position at a time (a button: one run per token)."""
+    with st.expander("By position: one head, one position at a time"):
+        L, G = lm.n_layers(lm.parts[0]), pt.heads_of(lm, what)
+        left, right = st.columns(2)
+        la = int(left.selectbox("Layer", list(range(L)), index=top[0], key="patch_pos_layer"))
+        h = int(right.selectbox("Head", list(range(G)), index=top[1], key="patch_pos_head"))
+        if not st.button(f"Patch layer {la}, head {h} at each of {len(tokens)} positions", key="patch_pos_go"):
+            return
+        pair = pt.prepare(model_of(ctx.config), clean, corrupt, **words)
+        rec = pair.recovered(pt.patch_positions(pair, la, h, what))  # [pos]
+        title = f"Recovered by patching layer {la}, head {h} ({pt.WHATS[what]}) at one position"
+        plot(token_bars(tokens, {"recovered": rec}, title), "patch_pos", ctx.c.image_format)
