@@ -16,6 +16,7 @@ import numpy as np
 PRONOUNS = frozenset({"it", "he", "she", "they", "him", "her", "them", "its", "his", "their"})
 ARTICLES = frozenset({"the", "a", "an"})
 _POSITION = re.compile(r"^(.*) \(\d+\)$")  # distinct labels: a repeated word gets " (position)"
+_PUNCT = ".,;:!?\"'()[]{}…“”‘’«»"  # set aside around a word when matching words ("tired." is "tired")
 
 
 def focus_head(patterns: np.ndarray, q: int, k: int) -> tuple[int, int, float]:
@@ -130,6 +131,21 @@ def referent_shift(
     }
 
 
+def shared_pairs(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
+    """Index pairs (i in a, j in b) of the tokens two texts share, in order: their common start and end as they
+    are, difflib's matching blocks between. (difflib alone can pair a repeated text shifted by one sentence: the
+    longest block of "S S S" against "S' S S" is the first two S with the last two.)"""
+    n = min(len(a), len(b))
+    start = next((i for i in range(n) if a[i] != b[i]), n)
+    end = next((k for k in range(n - start) if a[len(a) - 1 - k] != b[len(b) - 1 - k]), n - start)
+    middle = difflib.SequenceMatcher(a=a[start : len(a) - end], b=b[start : len(b) - end], autojunk=False)
+    pairs = [(i, i) for i in range(start)]
+    for block in middle.get_matching_blocks():
+        pairs.extend((start + block.a + k, start + block.b + k) for k in range(block.size))
+    pairs.extend((len(a) - end + k, len(b) - end + k) for k in range(end))
+    return pairs
+
+
 def rank_heads(values: np.ndarray, top: int = 10) -> list[tuple[int, int, float]]:
     """The ``top`` heads by |value|, largest first (ties: lowest layer, then head). Shapes: values [L, H]."""
     v = np.asarray(values, dtype=np.float64)
@@ -138,48 +154,97 @@ def rank_heads(values: np.ndarray, top: int = 10) -> list[tuple[int, int, float]
     return [(int(i // H), int(i % H), float(v.flat[i])) for i in order]
 
 
+def bare(token: str) -> str:
+    """A whitespace-split word without the punctuation around it: "tired." -> "tired", "(it)" -> "it"."""
+    return token.strip(_PUNCT) or token
+
+
 def differing_words(a: str, b: str) -> tuple[str, str] | None:
-    """The one word that differs between two texts (split on spaces): ("tired", "wide"), else None."""
+    """The one word that differs between two texts (split on spaces), without the punctuation around it:
+    ("tired", "wide") for "… too tired." and "… too wide."; else None."""
     wa, wb = a.split(), b.split()
+    if len(wa) == len(wb):  # position by position: difflib aligns a repeated text shifted by one sentence
+        at = [n for n, (x, y) in enumerate(zip(wa, wb, strict=True)) if x != y]
+        return (bare(wa[at[0]]), bare(wb[at[0]])) if len(at) == 1 else None
     ops = [op for op in difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).get_opcodes() if op[0] != "equal"]
     if len(ops) != 1 or ops[0][0] != "replace":
         return None
     _, i1, i2, j1, j2 = ops[0]
     if i2 - i1 != 1 or j2 - j1 != 1:
         return None
-    return wa[i1], wb[j1]
+    return bare(wa[i1]), bare(wb[j1])
 
 
-def replace_word(text: str, old: str, new: str) -> str | None:
-    """``text`` with its last whole word ``old`` replaced by ``new`` (spacing kept), or None when ``old`` is not
-    one of its words. Punctuation stuck to a word counts as part of it ("tired." is not "tired")."""
+def occurrences(text: str, word: str) -> int:
+    """How many whitespace-split words of ``text`` are ``word`` once their punctuation is set aside."""
+    return sum(bare(w) == word for w in text.split())
+
+
+def replace_word(text: str, old: str, new: str, first: bool = False) -> str | None:
+    """``text`` with its last (``first``: first) whole word ``old`` replaced by ``new`` (spacing and the
+    punctuation around the word kept: "tired." -> "wide."), or None when ``old`` is not one of its words."""
     old, new = old.strip(), new.strip()
     if not old or not new or any(ch.isspace() for ch in old + new):
         return None
     parts = re.split(r"(\s+)", text)
-    for n in range(len(parts) - 1, -1, -1):
-        if parts[n] == old:
-            parts[n] = new
+    order = range(len(parts)) if first else range(len(parts) - 1, -1, -1)
+    for n in order:
+        if bare(parts[n]) == old or parts[n] == old:
+            start = parts[n].find(old)
+            parts[n] = parts[n][:start] + new + parts[n][start + len(old) :]
             return "".join(parts)
     return None
 
 
 def second_sentence(text: str, fallback: str) -> str:
-    """The default second sentence: ``text`` with its last "tired" made "wide" (or "wide" made "tired"), so the
-    two differ in one word whatever the first sentence is; ``fallback`` when it has neither word."""
-    for old, new in (("tired", "wide"), ("tired.", "wide."), ("wide", "tired"), ("wide.", "tired.")):
-        out = replace_word(text, old, new)
+    """The default second sentence: ``text`` with its first "tired" made "wide" (or "wide" made "tired"),
+    punctuation kept, so the two differ in one word whatever the first sentence is (in a long text, the word in
+    its first sentence: the one the first "it" refers across); ``fallback`` when it has neither word."""
+    for old, new in (("tired", "wide"), ("wide", "tired")):
+        out = replace_word(text, old, new, first=True)
         if out is not None:
             return out
     return fallback
 
 
-def default_candidates(labels: Sequence[str]) -> tuple[int, int] | None:
+def default_candidates(labels: Sequence[str], near: int | None = None) -> tuple[int, int] | None:
     """Two candidate referents among ``labels`` (the tokens both sentences share): "animal" and "street" when
-    both are there, else the words right after the first two articles (the, a, an); None if there are not two."""
-    labels = list(labels)
-    if "animal" in labels and "street" in labels:
-        return labels.index("animal"), labels.index("street")
+    both are there, else the words right after the first two articles (the, a, an); None if there are not two.
+    A repeated word (labels "animal (14)") counts too: the occurrence nearest before index ``near`` (the focus
+    token) when given, else the first."""
     words = [word(label) for label in labels]
+
+    def pick(found: list[int]) -> int:
+        before = [i for i in found if near is None or i < near]
+        return before[-1] if before and near is not None else found[0]
+
+    animals = [i for i, w in enumerate(words) if w == "animal"]
+    streets = [i for i, w in enumerate(words) if w == "street"]
+    if animals and streets:
+        return pick(animals), pick(streets)
     after = [i + 1 for i in range(len(words) - 1) if words[i] in ARTICLES and words[i + 1] not in ARTICLES]
     return (after[0], after[1]) if len(after) >= 2 else None
+
+
+def focus_default(labels: Sequence[str], changed: int | None) -> tuple[int, str] | None:
+    """The focus token Two sentences opens on: the "it" nearest before the first changed token ``changed``
+    (the first "it" when none is before it, or when ``changed`` is None), and a sentence saying which
+    occurrence it is when the text has several; None when the text has no "it".
+
+    E.g. a long text repeating "… because it was too tired." 37 times with its first "tired" changed:
+    (index of the first "it", "“it” occurs 37 times: the focus is the 1st of 37 (token 8), ...")."""
+    its = [i for i, label in enumerate(labels) if word(label) == "it"]
+    if not its:
+        return None
+    before = [i for i in its if changed is None or i < changed]
+    q = before[-1] if before and changed is not None else its[0]
+    if len(its) == 1:
+        return q, ""
+    nth = its.index(q) + 1
+    where = "" if changed is None else f", the last one before the changed word (token {changed})"
+    return q, f"“it” occurs {len(its)} times: the focus is the {_ordinal(nth)} of {len(its)} (token {q}){where}."
+
+
+def _ordinal(k: int) -> str:
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"

@@ -8,18 +8,21 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import align_tokens, focus_shift
+from mha_viz.analysis import focus_shift
 from mha_viz.figures import matrix_heatmap, paired_bars
 from mha_viz.referents import (
     default_candidates,
     differing_words,
+    focus_default,
+    occurrences,
     rank_heads,
     referent_shift,
     replace_word,
     second_sentence,
+    shared_pairs,
     shared_weights,
 )
-from mha_viz.ui.cache import get_focus_rows, get_trace, tokens_of
+from mha_viz.ui.cache import get_focus_rows, get_trace, recording_of, tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, set_linked, valid_choice
 from mha_viz.ui.sidebar import check_text, plain
@@ -42,7 +45,7 @@ def _swap() -> None:
 def _build() -> None:
     text = st.session_state.get("text", "")
     old, new = st.session_state.get("two_old", ""), st.session_state.get("two_new", "")
-    out = replace_word(text, old, new)
+    out = replace_word(text, old, new, first=True)
     if out is None:
         st.session_state[NOTE] = f"“{old}” is not a word of the first sentence, or “{new}” is not one word."
     else:
@@ -95,24 +98,62 @@ def _sentences(ctx: Ctx) -> str:
     return text_b
 
 
+def _parts_note(ctx: Ctx) -> bool:
+    """An encoder-decoder model: say what is compared (the two source texts, one decoder text); its decoder
+    self-attention is not compared (return True: nothing to draw)."""
+    if len(ctx.base.parts) == 1:
+        return False
+    if ctx.part == "decoder":
+        st.info(
+            "On an encoder-decoder model this view compares two source texts (the changed word is in the source): "
+            "choose encoder self-attention or cross-attention in the sidebar."
+        )
+        return True
+    target = plain(ctx.target or "")
+    kind = (
+        "Encoder self-attention: each source token's weights over the source tokens both texts share."
+        if ctx.part == "encoder"
+        else "Cross-attention: the queries are the decoder's tokens (the same in both runs), the keys the source "
+        "tokens; the moved weight is a decoder token's weight on the source tokens both texts share."
+    )
+    st.info(
+        f"{ctx.base.model_name} is an encoder-decoder model: the first (sidebar) and second source texts are each "
+        f"run with the same decoder text (“{target}”, the sidebar's target). {kind}"
+    )
+    return False
+
+
 def two_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx):
+    if needs_pretrained(ctx, self_attention=len(ctx.base.parts) == 1) or _parts_note(ctx):
         return
     ctx.hiding_not_applied("the weights compared are the model's own, over every token.")
     text_b = _sentences(ctx)
-    tokens_b = tokens_of(ctx.config, text_b)
-    a, b = list(ctx.base.tokens.pieces), list(tokens_b.pieces)
-    pairs = align_tokens(a, b)
+    cross = ctx.part == "cross"
+    # the source side of the second text (an encoder-decoder's needs the decoder text to be run)
+    tokens_b = recording_of(ctx.config, text_b, ctx.target).tokens if ctx.target else tokens_of(ctx.config, text_b)
+    keys_a = ctx.base.key_tokens  # the first text's source tokens (the keys, and the queries but in cross-attention)
+    a, b = list(keys_a.pieces), list(tokens_b.pieces)
+    pairs = shared_pairs(a, b)  # shared keys (i in the first text, j in the second)
     if not pairs:
         st.warning("The two sentences share no tokens to compare.")
         return
-    shared = [ctx.base.tokens.labels[i] for i, _ in pairs]
+    shared = [keys_a.labels[i] for i, _ in pairs]
     where = dict(zip(shared, pairs, strict=True))
-    choices = dict(where)
-    if ctx.base.causal:
-        same = 0  # tokens before the first difference see the same prefix in both sentences
-        while same < len(pairs) and pairs[same] == (same, same):
-            same += 1
+    changed = next((n for n, p in enumerate(pairs) if p != (n, n)), len(pairs))  # tokens before it are the same
+    first_change = pairs[changed - 1][0] + 1 if changed else 0  # the first text's first changed token
+    if cross:  # the queries: the decoder's tokens, the same in both runs
+        queries = list(ctx.base.tokens.labels)
+        choices = {label: (i, i) for i, label in enumerate(queries)}
+        found = focus_default(queries, None)
+        default = queries[found[0]] if found else queries[-1]
+        why = "" if found else "The decoder text has no “it”: the focus is its last token."
+    else:
+        choices = dict(where)
+        found = focus_default(shared, None if changed == len(pairs) else changed)
+        default = shared[found[0]] if found else shared[0]
+        why = "" if found else f"The text has no “it” both sentences share: the focus is “{shared[0]}”."
+    if ctx.base.causal and not cross:
+        same = changed  # tokens before the first difference see the same prefix in both sentences
         st.info(
             "Under a causal mask a token sees only what comes before it, so a shared token before the first change "
             f"(here the first {same} tokens, up to “{a[same - 1] if same else '–'}”) attends exactly the same way in "
@@ -120,15 +161,30 @@ def two_view(ctx: Ctx) -> None:
             "token of each sentence (the one that predicts what comes next)."
         )
         choices = {LAST: (len(a) - 1, len(b) - 1), **{lb: p for lb, p in choices.items() if p[0] >= same}}
+        default, why, found = LAST, "", None
     options = list(choices)
-    valid_choice("two_focus", options, options[0] if ctx.base.causal or "it" not in options else "it")
+    valid_choice("two_focus", options, default)
     cols = st.columns(3)
     focus = cols[0].selectbox("Focus token (in both sentences)", options, key="two_focus", bind="query-params",
                               on_change=_forget_shown)  # fmt: skip
-    words = [n for n, (i, _) in enumerate(pairs) if not ctx.special[i] and shared[n] != focus]  # shared words
-    found = default_candidates(shared) or ((words[0], words[1]) if len(words) > 1 else (0, min(1, len(shared) - 1)))
-    valid_choice("two_c1", shared, shared[found[0]])
-    valid_choice("two_c2", shared, shared[found[1]])
+    if focus == default and (why or (found and found[1])):
+        st.caption(plain(why or found[1]))
+    diff = differing_words(ctx.c.text, text_b)
+    if diff and occurrences(ctx.c.text, diff[0]) > 1:
+        st.caption(
+            plain(
+                f"“{diff[0]}” occurs {occurrences(ctx.c.text, diff[0])} times in the first text; the second text "
+                f"changes the one at token {first_change} (“Make the second sentence” changes the first occurrence)."
+            )
+        )
+    qa, qb = choices[focus]
+    words = [n for n, (i, _) in enumerate(pairs) if not ctx.key_special[i] and shared[n] != focus]  # shared words
+    near = None if cross else where.get(focus, (None,))[0]
+    near_slot = next((n for n, (i, _) in enumerate(pairs) if i == near), None)
+    found_c = default_candidates(shared, near_slot)
+    found_c = found_c or ((words[0], words[1]) if len(words) > 1 else (0, min(1, len(shared) - 1)))
+    valid_choice("two_c1", shared, shared[found_c[0]])
+    valid_choice("two_c2", shared, shared[found_c[1]])
     c1 = cols[1].selectbox("Candidate 1 (weight leaves it)", shared, key="two_c1", bind="query-params",
                            on_change=_forget_shown)  # fmt: skip
     c2 = cols[2].selectbox("Candidate 2 (weight goes to it)", shared, key="two_c2", bind="query-params",
@@ -136,7 +192,6 @@ def two_view(ctx: Ctx) -> None:
     if c1 == c2:
         st.info("Choose two different candidate referents.")
         return
-    qa, qb = choices[focus]
     # the focus rows only (row 0 of each): [L, H, 1, na], [L, H, 1, nb] = patterns[:, :, q : q + 1]
     pa = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, qa)[:, :, None]
     pb = get_focus_rows(ctx.config, text_b, ctx.target, ctx.part, qb)[:, :, None]
@@ -161,7 +216,9 @@ def two_view(ctx: Ctx) -> None:
             f"{n2} {r['a2'][la, he]:.2f} → {r['b2'][la, he]:.2f})"
         )
         right.button("Open", key=f"two_open_{rank}", on_click=_show, args=(la, he))
-    _shown_head(ctx, pa, pb, qa, qb, pairs, focus, text_b, tokens_b.labels, top[0][:2], r)
+    queries_b = ctx.base.tokens.labels if cross else tokens_b.labels
+    sides = (ctx.base.tokens.labels, queries_b), (keys_a.labels, tokens_b.labels)
+    _shown_head(ctx, pa, pb, qa, qb, pairs, focus, text_b, sides, top[0][:2], r)
 
 
 def _shown_head(
@@ -173,13 +230,15 @@ def _shown_head(
     pairs: list[tuple[int, int]],
     focus: str,
     text_b: str,
-    labels_b: Sequence[str],
+    sides: tuple[tuple[Sequence[str], Sequence[str]], tuple[Sequence[str], Sequence[str]]],
     top: tuple[int, int],
     r: dict[str, np.ndarray],
 ) -> None:
     """The chosen head: the focus token's weights over the shared keys in both sentences, and the head's
-    pattern in each (beyond WINDOW_ROWS tokens, the rows around the focus token). Shapes: pa [L, H, 1, na],
-    pb [L, H, 1, nb]: the focus rows (qa, qb are the focus tokens' positions)."""
+    pattern in each (beyond WINDOW_ROWS tokens, the rows around the focus token). ``sides``: ((query labels of
+    the first, of the second text), (key labels of the first, of the second)); they differ only in
+    cross-attention, whose queries are the decoder's tokens. Shapes: pa [L, H, 1, na], pb [L, H, 1, nb]: the focus
+    rows (qa, qb are the focus tokens' positions; na, nb the key counts)."""
     L, H = pa.shape[:2]
     valid_choice("two_layer", list(range(L)), top[0])
     valid_choice("two_head", list(range(H)), top[1])
@@ -189,7 +248,7 @@ def _shown_head(
     ia, ib = np.asarray([i for i, _ in pairs]), np.asarray([j for _, j in pairs])
     wa, mass_a = shared_weights(pa[la, he, 0], ia)  # [m], []
     wb, mass_b = shared_weights(pb[la, he, 0], ib)
-    labels_a = ctx.base.tokens.labels
+    (queries_a, queries_b), (labels_a, labels_b) = sides
     keys = [labels_a[i] for i in ia]
     title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
     plot(paired_bars(keys, wa, wb, ("first sentence", "second sentence"), title), "two_bars", ctx.c.image_format)
@@ -203,18 +262,20 @@ def _shown_head(
         )
     )
     cols = st.columns(2)
-    if max(len(labels_a), len(labels_b)) > WINDOW_ROWS:
+    if max(len(queries_a), len(queries_b)) > WINDOW_ROWS:
         st.caption(
             f"Long texts: each pattern below shows the {WINDOW_ROWS} query rows around “{focus}” (every key column, "
             "the exact weights); all n × n cells would be too many to draw and read."
         )
-    for col, text, q, labels, name, key in ((cols[0], ctx.c.text, qa, labels_a, "first", "two_head_a"),
-                                            (cols[1], text_b, qb, labels_b, "second", "two_head_b")):  # fmt: skip
+    for col, text, q, labels, qlabels, name, key in (
+        (cols[0], ctx.c.text, qa, labels_a, queries_a, "first", "two_head_a"),
+        (cols[1], text_b, qb, labels_b, queries_b, "second", "two_head_b"),
+    ):
         with col:
-            p = get_trace(ctx.config, text, ctx.target, ctx.part, la, x=False).pattern[he].numpy()  # [n, n]
-            rows = _around(len(labels), q)
-            what = "" if rows.stop - rows.start == len(labels) else f" (rows {rows.start}–{rows.stop - 1})"
-            fig = matrix_heatmap(p[rows], labels, labels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
+            p = get_trace(ctx.config, text, ctx.target, ctx.part, la, x=False).pattern[he].numpy()  # [n_q, n_k]
+            rows = _around(len(qlabels), q)
+            what = "" if rows.stop - rows.start == len(qlabels) else f" (rows {rows.start}–{rows.stop - 1})"
+            fig = matrix_heatmap(p[rows], labels, qlabels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
                                  value_name="weight", attention=True)  # fmt: skip
             plot(fig, key, ctx.c.image_format)
     change = np.stack([focus_shift(pa[x], pb[x], 0, 0, pairs)["change"] for x in range(L)])  # [L, H]
