@@ -12,6 +12,7 @@ from mha_viz.referents import default_pair, focus_head
 from mha_viz.ui.cache import get_focus_weights
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, open_head, set_linked, valid_choice
+from mha_viz.ui.sidebar import plain
 from mha_viz.ui.window import row_window
 
 WINDOW_FROM, WINDOW_ROWS = 512, 256  # the shown head beyond 512 tokens: 256 query rows at a time
@@ -35,14 +36,27 @@ def _forget_shown() -> None:
     forget(SHOWN)
 
 
+def default_query_key(labels: list[str], key_labels: list[str], causal: bool) -> tuple[int, int]:
+    """The (query, key) the view opens on: "it" → "animal" (referents.default_pair) for self-attention, else "it"
+    (or, under a causal mask, the last token, which sees every key) and "animal" (else the last key). Under a causal
+    mask the key is one the query sees (at or before it): else the query becomes the last token."""
+    pair = default_pair(labels) if labels == key_labels else None
+    last = len(labels) - 1
+    q0, k0 = pair if pair else (labels.index("it") if "it" in labels else (last if causal else 0), None)
+    k0 = k0 if k0 is not None else (key_labels.index("animal") if "animal" in key_labels else len(key_labels) - 1)
+    if causal and k0 > q0:
+        q0 = last if k0 <= last else q0
+        k0 = min(k0, q0)
+    return q0, k0
+
+
 def where_view(ctx: Ctx) -> None:
     if needs_pretrained(ctx, self_attention=False):
         return
     ctx.hiding_not_applied("the weights ranked are the model's own, over every token.")
     labels, key_labels = list(ctx.base.tokens.labels), list(ctx.base.key_tokens.labels)
-    pair = default_pair(labels) if labels == key_labels else None
-    q0, k0 = pair if pair else (labels.index("it") if "it" in labels else 0, None)
-    k0 = k0 if k0 is not None else (key_labels.index("animal") if "animal" in key_labels else len(key_labels) - 1)
+    causal = (ctx.base.causal or ctx.config.causal) and ctx.part != "cross"  # key j visible from query i iff j <= i
+    q0, k0 = default_query_key(labels, key_labels, causal)
     c1, c2 = st.columns(2)
     valid_choice("where_q", labels, labels[q0])
     valid_choice("where_k", key_labels, key_labels[k0])
@@ -51,6 +65,18 @@ def where_view(ctx: Ctx) -> None:
     q, k = labels.index(q_label), key_labels.index(k_label)
     measure = ctx.measure
     weights = get_focus_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, q, k, measure)  # [L, H] = p[:, :, q, k]
+    if causal and k > q:
+        st.warning(
+            plain(
+                f"The causal mask hides “{key_labels[k]}” (token {k}) from “{labels[q]}” (token {q}): a token sees "
+                "only itself and the tokens before it, so every head's weight here is 0. Pick a key at or before "
+                "the query, or a later query."
+            )
+        )
+    elif not np.any(weights):
+        st.warning(
+            plain(f"The model's mask hides “{key_labels[k]}” from “{labels[q]}” in every layer: every weight is 0.")
+        )
     ctx.measure_note()
     L, H = weights.shape
     title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head (click a cell to open it below)"
