@@ -39,7 +39,8 @@ INDUCTION_LENGTH = 50  # the Induction view's default tokens per copy (mha_viz.u
 # --- the time model: rates measured with benchmarks/bench_view_cost.py on this project's 2-core CI machine ---
 # (torch 2.13 CPU, 2 threads; MiniLM and SmolLM2-135M). Rough on purpose: a request is refused when the
 # estimate is over the limit, and cut by the deadline if it runs over anyway.
-SECONDS_PER_GFLOP = 0.05  # dense float32 matmuls and softmaxes (measured 20-35 GFLOP/s; the slow end)
+SECONDS_PER_GFLOP = 0.03  # float32 work of a page (SmolLM2's Next token, 1,187 tokens: 687 GFLOP in 33 s of
+# CPU on 2 threads, 0.024 s a GFLOP of wall time on an idle machine; main's lens: 2,659 GFLOP in 93 s of CPU)
 SECONDS_PER_MCELL = 1.0  # one million heatmap cells turned into a figure and sent (measured 0.4-0.8 s)
 SECONDS_BASE = 0.5  # the page itself: widgets, tables, one small figure
 
@@ -221,6 +222,7 @@ def _variants(s: Sizes) -> Cost:
     pattern = F32 * s.n_heads * s.n_q * s.n_k
     return Cost(s.pass_bytes() + kv + 3 * pattern + F64 * s.n_q * s.vocab, (2 * counts + 3) * s.pass_gflop(),
                 2 * _grid_cells(s))  # fmt: skip
+
 
 def _circuits(s: Sizes) -> Cost:
     """Weights only: the LM head (or embeddings) read in f64 against what a head writes, one head at a time."""

@@ -162,7 +162,7 @@ def test_next_token_estimate_bounds_the_measured_peak() -> None:
 def test_a_deadline_cuts_the_lens_and_the_model_pass(smollm2, minilm) -> None:
     from mha_viz.ui.request import watch_deadline
 
-    cut = pytest.raises(MhaVizError, match=r"Next token was stopped after .* MHA_VIZ_MAX_REQUEST_S")
+    cut = pytest.raises(MhaVizError, match=r"Next token was stopped after .*MHA_VIZ_MAX_REQUEST_S")
     with cut, budget.deadline(0.0, "Next token"):
         logits.readout(smollm2, SENTENCE)
     watch_deadline(minilm)
@@ -179,9 +179,42 @@ def test_time_limit_in_hosted_mode(monkeypatch) -> None:
     assert budget.max_request_s() is None
     monkeypatch.setenv("MHA_VIZ_HOSTED", "1")
     assert budget.max_request_s() == 30
-    own_wo = budget.Sizes(400, 400, 256, 256, 8, 2048)  # own weights, d_model 2048 × 256 heads, 400 tokens
-    with pytest.raises(MhaVizError, match=r"W\^O on this input would take about .* s of server time.*30 s"):
-        budget.check_time("W^O", own_wo)
+    scan = budget.Sizes(300, 300, 9, 3, 64, 576, n_layers=30, vocab=49_152)  # SmolLM2: 270 passes of 300 tokens
+    with pytest.raises(MhaVizError, match=r"Head importance on this input would take about .* s of server time.*30 s"):
+        budget.check_time("Head importance", scan)
+    own_wo = budget.Sizes(60, 60, 256, 256, 8, 2048)  # own weights, d_model 2048 × 256 heads: W^O is 4 M cells
+    assert budget.seconds("W^O", own_wo) > 5 * budget.seconds("W^O", budget.Sizes(60, 60, 8, 8, 64, 512))
     assert budget.check_time("Heads", budget.Sizes(12, 12, 12, 12, 32, 384, n_layers=6)) < 30
-    monkeypatch.setenv("MHA_VIZ_MAX_REQUEST_S", "1000")
-    assert budget.check_time("W^O", own_wo) < 1000
+    monkeypatch.setenv("MHA_VIZ_MAX_REQUEST_S", "100000")
+    assert budget.check_time("Head importance", scan) < 100_000
+
+
+def _page(view: str, **params: str):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    for k, v in {"view": view, **params}.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def test_a_request_estimated_over_the_time_limit_is_refused_in_the_page(monkeypatch) -> None:
+    """Own weights' W^O at d_model 2048 × 256 heads (12-17 s of CPU a link before): estimated before it runs
+    (W^O itself is 4 M heatmap cells) and refused with a notice when the server's limit is lower."""
+    monkeypatch.setenv("MHA_VIZ_MAX_REQUEST_S", "2")
+    at = _page("W^O", src="Own weights", d_model="2048", own_heads="256", text=" ".join(LONG.split()[:40]))
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value.replace("\\", "") for e in at.error]  # plain(): Markdown escaped
+    assert any("W^O on this input would take about" in e and "MHA_VIZ_MAX_REQUEST_S" in e for e in errors), errors
+    assert not at.get("plotly_chart")
+
+
+def test_a_request_past_its_deadline_is_cut_with_a_notice(minilm, monkeypatch) -> None:
+    """Estimated under the limit, yet past it while running (a slow or busy server): the view's next model pass
+    stops it with the project's error, shown as a notice; the page itself is drawn."""
+    monkeypatch.setattr(budget, "check_time", lambda view, s, what=None: 0.0)  # the estimate lets it in
+    monkeypatch.setattr(budget, "max_request_s", lambda: 1e-9)  # and the deadline has passed at once
+    at = _page("Ablation", layer="0")
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value.replace("\\", "") for e in at.error]  # plain(): Markdown escaped
+    assert any("Ablation was stopped after" in e and "MHA_VIZ_MAX_REQUEST_S" in e for e in errors), errors
