@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.figures.common import _esc_seq, _f32, plural, safe, style_layer_head_map
+from mha_viz.figures.finish import _text_px
 
 # A fixed colour per known label (so a label keeps its colour from text to text); other labels
 # ("[SEP] sink", "<|endoftext|> sink", ...) take the next free colour of EXTRA_COLOURS.
@@ -22,6 +23,9 @@ ROLE_COLOURS = {
     "broad": "#9467bd",
     "mixed": "#d9d9d9",
 }
+LEGEND_FONT = 12  # px: the key of labels
+LEGEND_ROW = 20  # px per legend entry at LEGEND_FONT (plotly.js: about 19)
+LEGEND_SYMBOL = 44  # px: the entry's square, the gaps around it and the legend's own padding
 EXTRA_COLOURS = ("#8c564b", "#e377c2", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94")
 
 
@@ -70,14 +74,8 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
             xgap=1,
             ygap=1,
             hoverinfo="skip",
-            colorbar={
-                "title": {"text": "role"},
-                "tickvals": list(range(k)),
-                "ticktext": _esc_seq([f"{label} ({counts[label]})" for label in order]),
-                "len": min(1.0, max(0.3, 0.06 * k)),
-                "yanchor": "top",
-                "y": 1.0,
-            },
+            showscale=False,  # the key is the legend (a row per label): the bar's ticks overlapped on short maps
+            colorbar={"tickvals": list(range(k)), "ticktext": _esc_seq([f"{lb} ({counts[lb]})" for lb in order])},
         )
     )
     names = list(scores)
@@ -102,8 +100,26 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
                 showlegend=False,
             )
         )  # fmt: skip
+    entries = [f"{label} ({counts[label]})" for label in order]
+    for rank, (label, entry) in enumerate(zip(order, entries, strict=True)):  # the key: legend only, no bars
+        fig.add_trace(
+            go.Bar(x=[None], y=[None], name=entry, legendrank=rank, hoverinfo="skip", showlegend=True,
+                   marker={"color": colours[label], "line": {"color": "#555", "width": 1}})
+        )  # fmt: skip
     style_layer_head_map(
         fig, n_layers, n_heads, title or f"Head roles: {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}"
     )
-    fig.update_layout(plot_bgcolor="white")
+    widest = max((_text_px(e, LEGEND_FONT)[0] for e in [*entries, "role (heads)"]), default=0.0)
+    height = max(int(fig.layout.height), 50 + 40 + LEGEND_ROW * (len(entries) + 2))  # a row per entry, the title
+    fig.update_layout(
+        plot_bgcolor="white",
+        height=height,
+        showlegend=True,
+        legend={
+            "orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top",
+            "title": {"text": "role (heads)"}, "font": {"size": LEGEND_FONT}, "itemclick": False,
+            "itemdoubleclick": False, "tracegroupgap": 0,
+        },
+        margin={"r": int(widest + LEGEND_SYMBOL + 16)},
+    )  # fmt: skip
     return safe(fig)
