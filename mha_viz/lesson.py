@@ -4,6 +4,7 @@
     build_steps(trace, head, ...) -> [Step 1 … Step 7]   each with its real matrices (the trace's)
     (the two claims, loop == one big matrix and h = 1 with W^O = I == plain attention: mha_viz/claims.py)
     default_head(pattern, queries, keys) -> int           the head shown first ("it" → "animal")
+    focus_row(queries) -> int | None                      the row marked in the matrices ("it")
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class Step:
 def _find(pieces: Sequence[str], word: str) -> int | None:
     low = [p.strip().lower() for p in pieces]
     return low.index(word) if word in low else None
+
+
+def focus_row(queries: Sequence[str]) -> int | None:
+    """The query row the lesson marks in its matrices: the first "it" (the row default_head reads), else None."""
+    return _find(queries, "it")
 
 
 def default_head(pattern: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> tuple[int, str]:

@@ -10,7 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _f32, block_labels, safe
+from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _esc, _f32, block_labels, safe
+from mha_viz.figures.finish import Finished
 from mha_viz.figures.heatmap import matrix_heatmap
 
 MAX_TEXT_CELLS = 40_000  # masked scores up to this many cells get a hover text per cell ("−∞ (masked)")
@@ -30,6 +31,19 @@ def scores_heatmap(
     text = np.where(np.isfinite(data), np.char.mod("%.4f", np.nan_to_num(data)), "−∞ (masked)").astype(object)
     fig.update_traces(text=text, hovertemplate="%{y} → %{x}: %{text}<extra>score</extra>", hoverongaps=True)
     return fig  # matrix_heatmap escaped the labels and title (once: a second safe() would show "&amp;"); text is ours
+
+
+def mark_row(fig: dict, row: int, label: str) -> Finished:
+    """A finished matrix figure with one row outlined (the Lesson's "it"), as a new dict: the cached one is shared
+    and stays as it is. ``row`` counts from the top (the y axis is reversed); the outline spans every column."""
+    layout = dict(fig["layout"])
+    layout["shapes"] = [
+        *layout.get("shapes", ()),
+        {"type": "rect", "xref": "x domain", "x0": 0.0, "x1": 1.0, "yref": "y", "y0": row - 0.5, "y1": row + 0.5,
+         "line": {"color": "#d62728", "width": 2}, "fillcolor": "rgba(0,0,0,0)", "layer": "above",
+         "name": _esc(f"row of {label}")},
+    ]  # fmt: skip
+    return Finished(data=fig["data"], layout=layout)
 
 
 def comparison(

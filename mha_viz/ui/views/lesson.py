@@ -9,7 +9,8 @@ from collections.abc import Callable
 import streamlit as st
 
 from mha_viz.claims import Equivalence, identity_blocker
-from mha_viz.lesson import Panel, build_steps, default_head, wo_origin
+from mha_viz.figures.lesson import mark_row
+from mha_viz.lesson import Panel, build_steps, default_head, focus_row, wo_origin
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import cached_figure, forget_figures, plot
 from mha_viz.ui.context import Ctx, valid_choice
@@ -18,6 +19,7 @@ from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
 
 WINDOW_ROWS = 128  # query rows per matrix; a longer text is shown as a window the user moves
+PER_ROW, HEIGHT = 2, 380  # matrices side by side, and their height: Step by step's sizing (two per row, 380 px)
 AUTO = "_lesson_auto"  # session_state: (what the default was computed for, that default)
 
 
@@ -108,23 +110,30 @@ def _lesson(ctx: Ctx) -> None:
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
+    it = focus_row(b.tokens.pieces)
+    marked = it is not None and rows.start <= it < rows.stop
+    if marked:
+        st.caption(escaped(f"The row of “{t.tokens[it]}” (token {it}) is outlined in red in every matrix of tokens."))
     for step in steps:
         box = BOXES.box(f"Step {step.number}. {step.title}", STEP_KEY.format(step.number))
         if not box.open:
             continue
         with box:
             st.markdown(step.text)
-            for start in range(0, len(step.panels), 3):  # rows of up to three matrices
-                cols = st.columns(3)
-                for j, p in enumerate(step.panels[start : start + 3]):
+            for start in range(0, len(step.panels), PER_ROW):  # rows of up to two matrices, as in Step by step
+                cols = st.columns(PER_ROW)
+                for j, p in enumerate(step.panels[start : start + PER_ROW]):
                     with cols[j]:
-                        fig = lesson_figure(window_rows(p, rows))
+                        shown = window_rows(p, rows)
+                        fig = lesson_figure(shown)
+                        if marked and shown.row_labels == tuple(t.tokens[rows]):  # rows are the query tokens
+                            fig = mark_row(fig, it - rows.start, t.tokens[it])
                         plot(fig, f"lesson_{step.number}_{start + j}", ctx.c.image_format)
             st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
     _claims(ctx, rows)
 
 
-def lesson_figure(p: Panel, height: int = 380) -> dict:
+def lesson_figure(p: Panel, height: int = HEIGHT) -> dict:
     """A step panel's heatmap, finished and kept (a head, layer or text seen before is drawn again from the cache)."""
     if p.kind == "scores":
         return cached_figure("scores_heatmap", p.matrix, p.col_labels, p.row_labels, p.title, height=height)
