@@ -90,14 +90,18 @@ class Scorer:
             plan.setdefault((self.part, int(layer)), []).append(int(head))
         if not plan:
             return 0.0
+        return self.change(ablate=plan)
+
+    def change(self, what: str = "with these heads removed", **plan: object) -> float:
+        """The measure of passes run with ``plan`` (run_model's ablate=, share=, ...), averaged over the texts."""
         total = 0.0
         for t in self.texts:
-            out = run_model(self.lm, t.ids, decoder_ids=t.dec, ablate=plan, record=False)
+            out = run_model(self.lm, t.ids, decoder_ids=t.dec, record=False, **plan)
             value = self._value(out, t.ids if t.dec is None else t.dec)
             total += float(value - t.reference) if self.lm.causal_lm else 1.0 - float(value @ t.reference)
         result = total / len(self.texts)
         if not np.isfinite(result):
-            raise MhaVizError("the model's output was not a finite number with these heads removed")
+            raise MhaVizError(f"the model's output was not a finite number {what}")
         return result
 
     @property

@@ -77,6 +77,8 @@ class Recorder:
     ablate: Mapping[tuple[str, int], Sequence[int]] = field(default_factory=dict)
     # (part, layer, "q" | "k" | "v" | "out") -> values put in place of the model's, for this pass only
     replace: Mapping[tuple[str, int, str], Replacement] = field(default_factory=dict)
+    # (part, layer) -> groups of K/V heads whose keys and values are replaced by the group's mean (GQA conversion)
+    share: Mapping[tuple[str, int], Sequence[Sequence[int]]] = field(default_factory=dict)
     keep: bool = True  # False: only ablate, record nothing (whole-model runs)
     only: tuple[str, int] | None = None  # record only this (part, layer); None: every call
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
@@ -164,6 +166,9 @@ def mha_viz_attention(
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
     part = rec.parts.get(id(module), "?")
     layer = rec.next_layer(part)
+    groups = rec.share.get((part, layer))
+    if groups:
+        key, value = shared(key, groups), shared(value, groups)
     if rec.replace:
         query, key, value = (_replaced(rec, (part, layer, n), t) for n, t in (("q", query), ("k", key), ("v", value)))
     out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
@@ -178,6 +183,16 @@ def mha_viz_attention(
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
     return out, weights
+
+
+def shared(t: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:
+    """``t`` with each group's K/V heads replaced by their mean (a new tensor): the pooled head every member's
+    query heads read. Exact for a linear projection (and after rotary embeddings, the same rotation for every head).
+    Shapes: t [b, n_kv_heads, pos, d_head] -> the same."""
+    out = t.clone()
+    for g in groups:
+        out[:, list(g)] = t[:, list(g)].mean(1, keepdim=True)  # [b, |g|, pos, d_head]
+    return out
 
 
 def _replaced(rec: Recorder, key: tuple[str, int, str], t: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,7 @@ def run_model(
     tile_cells: int = 0,
     only: tuple[str, int] | None = None,
     replace: Mapping[tuple[str, int, str], Replacement] | None = None,
+    share: Mapping[tuple[str, int], Sequence[Sequence[int]]] | None = None,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
@@ -46,6 +47,9 @@ def run_model(
     pass only (activation patching): what "q", "k", "v" (transformers' layout [b, heads, pos, d_head], k and v per
     K/V head, after rotary embeddings) before the model's attention, "out" ([b, q_pos, n_heads, d_head], the heads
     on their way into W^O) after it; the tensor becomes torch.where(where, values, tensor) (both broadcast to it).
+
+    ``share`` {(part, layer): groups of K/V heads} converts those layers to grouped-query attention for this pass
+    only: each group's keys and values become the group's mean (capture.shared), read by every member's query heads.
 
     ``extras`` False (long texts): record only what the attention pattern needs (q, k, v, bias, mask: no X,
     no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
@@ -70,9 +74,14 @@ def run_model(
         lm.site(p, la)
         if what not in ("q", "k", "v", "out"):
             raise MhaVizError(f"{what!r} cannot be replaced; choose q, k, v or out")
+    for (p, la), groups in (share or {}).items():
+        lm.site(p, la)
+        flat = [int(h) for g in groups for h in g]
+        if len(set(flat)) != len(flat) or not all(0 <= h < lm.n_kv_heads for h in flat):
+            raise MhaVizError(f"K/V head groups must not overlap and are numbered 0 to {lm.n_kv_heads - 1}")
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
     rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only,
-                   replace=dict(replace or {}))  # fmt: skip
+                   replace=dict(replace or {}), share=dict(share or {}))  # fmt: skip
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass

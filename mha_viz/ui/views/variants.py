@@ -1,0 +1,125 @@
+"""The Variants tab: the model's K/V heads shared (MHA → GQA → MQA, mean-pooled or aligned), what it costs in
+output change and what it saves in key/value cache (mha_viz/variants.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import importance, variants
+from mha_viz.figures.variants import before_after, cache_curve
+from mha_viz.ui.cache import model_of
+from mha_viz.ui.common import csv_bytes, downloads, plot
+from mha_viz.ui.context import Ctx, needs_pretrained
+from mha_viz.ui.memo import sized_cache
+
+MIB = 2**20
+
+
+@sized_cache(max_entries=16, max_mb=8)
+def get_study(model_name: str, device: str, text: str, target: str | None, part: str) -> variants.Study:
+    """Every (grouping, kv_heads) conversion of the whole model on the text (variants.study)."""
+    from mha_viz.ui.cache import get_model
+
+    bar = st.progress(0.0, text="Converting…")
+    try:
+        return variants.study(get_model(model_name, device), [text], part, target,
+                              progress=lambda f, what: bar.progress(min(max(f, 0.0), 1.0), text=what))  # fmt: skip
+    finally:
+        bar.empty()
+
+
+@sized_cache(max_entries=16, max_mb=64)
+def get_patterns(
+    model_name: str, device: str, text: str, target: str | None, part: str, layer: int, share: tuple
+) -> np.ndarray:
+    """One layer's pattern with every layer converted as ``share`` says (empty: the model). Shapes: [h, q, k]."""
+    from mha_viz.ui.cache import get_model
+
+    plan = {(part, la): groups for la, groups in enumerate(share)} if share else None
+    return variants.layer_patterns(get_model(model_name, device), text, target, part, layer, plan)
+
+
+def variants_view(ctx: Ctx) -> None:
+    if needs_pretrained(ctx, self_attention=False):
+        return
+    lm = model_of(ctx.config)
+    variants.check_model(lm)
+    kvh, H = lm.n_kv_heads, lm.n_heads
+    st.markdown(
+        f"**Share keys and values.** This model has {H} query heads and {kvh} key/value heads per layer. Grouped-query "
+        "attention (GQA, Ainslie et al. 2023) lets g groups of heads share one key and one value head; multi-query "
+        "(MQA) is g = 1. Converted without training: each group's K and V projections (weights and biases) become the "
+        "mean of its members' — computed as the mean of their keys and values, which is the same by linearity (and "
+        "after rotary embeddings, the same rotation for every head). **Mean-pooled**: consecutive K/V heads form a "
+        "group. **Aligned**: heads whose keys and values are most alike on this text are grouped first (equal-size "
+        "groups grown from the most similar pair), then pooled — fitted on the text it is measured on."
+    )
+    counts = variants.kv_counts(kvh)
+    if len(counts) == 1:
+        st.info("This model already has a single key/value head (MQA): there is nothing left to share.")
+        return
+    config = ctx.config
+    args = (config.model_name, config.model_device, ctx.c.text, ctx.target, ctx.part)
+    found = get_study(*args)
+    n_layers = found.n_layers
+    c1, c2 = st.columns(2)
+    grouping = c1.radio("Grouping", list(variants.GROUPINGS), format_func=variants.GROUPINGS.get, key="var_grouping",
+                        horizontal=True)  # fmt: skip
+    g = c2.selectbox("K/V heads per layer (g)", counts[1:], key="var_g", help="every g that divides the model's own")
+    point = next(p for p in found.points if (p.grouping, p.kv_heads) == (grouping, g))
+    groups = point.groups[ctx.layer]
+    st.markdown(
+        f"**{ctx.where}, every layer converted to {g} K/V heads ({grouping}).** Groups of K/V heads here: "
+        + ", ".join("{" + ", ".join(map(str, gr)) + "}" for gr in groups)
+        + (f" (query head h reads K/V head h // {H // kvh})." if kvh != H else ".")
+    )
+    before = get_patterns(*args, ctx.layer, ())
+    after = get_patterns(*args, ctx.layer, point.groups)
+    dist = variants.head_change(before, after)
+    tokens, keys = ctx.base.tokens.labels, ctx.base.key_tokens.labels
+    plot(before_after(before, after, dist, tokens, keys), "variants_heads", ctx.c.image_format)
+    st.caption(
+        f"JS = the mean Jensen-Shannon distance over query rows between a head's pattern before and after (0: "
+        f"unchanged, 1: disjoint). Largest: head {int(dist.argmax())} ({dist.max():.3f}); mean {dist.mean():.3f}."
+    )
+
+    measure = importance.measure_name(lm)
+    st.markdown(
+        f"**The whole model** (every layer converted) for every g: the output change ({measure}) against the "
+        f"key/value cache = **{variants.CACHE_FORMULA}**, here 2 · {n_layers} · g · {found.d_head} · tokens · 4."
+    )
+    long_ctx = st.toggle(f"Cache at {variants.LONG_CONTEXT:,} tokens", value=False, key="var_long",
+                         help="off: the cache over this text's tokens")  # fmt: skip
+    mib = (lambda p: p.long_cache_bytes / MIB) if long_ctx else (lambda p: p.kv_cache_bytes / MIB)
+    curves = {
+        variants.GROUPINGS[name]: ([p.kv_heads for p in c], [mib(p) for p in c], [p.change for p in c])
+        for name in variants.GROUPINGS
+        if (c := found.curve(name))
+    }
+    own = found.points[0]
+    tokens_said = f"{variants.LONG_CONTEXT:,} tokens" if long_ctx else f"this text's {found.tokens:.0f} tokens"
+    title = f"Output change against the KV cache ({tokens_said})"
+    fig = cache_curve(
+        curves, (own.kv_heads, mib(own)), importance.measure_short(lm), title, f"KV cache (MiB, {tokens_said})"
+    )
+    plot(fig, "variants_curve", ctx.c.image_format)
+    rows = []
+    for p in found.points:
+        rows.append([p.grouping, p.kv_heads, f"{p.kv_cache_bytes:.6g}", f"{p.change:.6g}"])
+    table = [
+        {"K/V heads": m.kv_heads, "cache (this text)": f"{m.kv_cache_bytes / 1024:,.1f} KiB",
+         f"cache ({variants.LONG_CONTEXT:,} tokens)": f"{m.long_cache_bytes / MIB:,.0f} MiB",
+         "saved": f"{1 - m.kv_heads / kvh:.0%}", "change, mean-pooled": f"{m.change:.4g}",
+         "change, aligned": next((f"{a.change:.4g}" for a in found.curve("aligned") if a.kv_heads == m.kv_heads), "")}
+        for m in found.curve("mean")
+    ]  # fmt: skip
+    st.dataframe(table, hide_index=True)
+    better = [m.kv_heads for m in found.curve("mean")[1:] for a in found.curve("aligned")
+              if a.kv_heads == m.kv_heads and a.change < m.change]  # fmt: skip
+    st.caption(
+        f"Aligned grouping changes the output less than consecutive groups at g = {', '.join(map(str, better))}."
+        if better
+        else "Aligned grouping does not change the output less than consecutive groups at any g on this text."
+    )
+    downloads("variants", csv_data=csv_bytes(["grouping", "kv_heads", "kv_cache_bytes", "change"], rows))

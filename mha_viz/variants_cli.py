@@ -1,0 +1,52 @@
+"""``python -m mha_viz variants``: the model converted to fewer K/V heads (MHA → GQA → MQA), the whole-model
+output change against the key/value cache size, to CSV (mha_viz/variants.py)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+
+from mha_viz.errors import MhaVizError
+
+COLUMNS = ("grouping", "kv_heads", "kv_cache_bytes", "change")
+
+
+def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
+    p = sub.add_parser(
+        "variants", help="share keys and values (MHA → GQA → MQA): output change against KV cache size, to CSV"
+    )
+    p.add_argument("--text", required=True, action="append", help="the text (repeat --text to average over texts)")
+    p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
+    p.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
+    p.add_argument("--part", choices=parts, default=None, help="whose heads (default: the model's first attention)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    p.add_argument(
+        "--out", required=True, help="write FILE.csv: one row per (grouping, kv_heads): kv_cache_bytes, change"
+    )
+
+
+def command(args: argparse.Namespace) -> None:
+    from mha_viz import importance, variants
+    from mha_viz.attention import resolve_device
+    from mha_viz.config import Config
+    from mha_viz.pipeline import load
+
+    if not args.out.endswith(".csv"):
+        raise MhaVizError(f"--out must name a .csv file, got {args.out!r}")
+    if (args.model or "").strip().lower() == "own":
+        raise MhaVizError("variants needs a pretrained model; own weights are one layer with no output to measure")
+    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    found = variants.study(lm, args.text, args.part, args.target)
+    with open(args.out, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(COLUMNS)
+        writer.writerows([p.grouping, p.kv_heads, f"{p.kv_cache_bytes:.6g}", f"{p.change:.6g}"] for p in found.points)
+    print(
+        f"wrote {args.out}: {len(found.points)} rows; {found.n_layers} layers, {found.n_heads} query heads, "
+        f"{found.n_kv_heads} K/V heads of {found.d_head}; measure: {importance.measure_name(lm)}"
+    )
+    print(f"KV cache = {variants.CACHE_FORMULA}; at {variants.LONG_CONTEXT:,} tokens:")
+    for p in found.curve("mean"):
+        aligned = next((a.change for a in found.curve("aligned") if a.kv_heads == p.kv_heads), None)
+        other = "" if aligned is None else f", aligned {aligned:.4g}"
+        print(f"  {p.kv_heads} K/V heads: {p.long_cache_bytes / 2**20:,.0f} MiB; change mean {p.change:.4g}{other}")
