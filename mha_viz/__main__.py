@@ -1,7 +1,8 @@
 """Command line: ``python -m mha_viz trace --text "..." --out trace.npz``.
 
 Also ``roles`` (head roles to JSON), ``induction`` (induction scores of a decoder's heads to CSV),
-``importance`` (each head's importance by ablation to CSV, the pruning curve with --curve), ``export`` (one
+``importance`` (each head's importance by ablation to CSV, the pruning curve with --curve), ``variants``
+(K/V heads shared: MHA → GQA → MQA, output change against KV cache size, to CSV), ``export`` (one
 view as a self-contained .html page), ``models`` and ``app`` (the dashboard; mha_viz/app_cli.py).
 
 Headless export of attention patterns (and, with --full, every intermediate of one layer).
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mha_viz import app_cli, export_cli, importance_cli, patch_cli
+from mha_viz import app_cli, export_cli, importance_cli, patch_cli, variants_cli
 from mha_viz.config import MAX_D_MODEL, MAX_HEADS, MAX_SEED
 from mha_viz.errors import MhaVizError
 from mha_viz.threads import configure_threads
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     ind.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, induction_score)")
     importance_cli.add_parser(sub, PARTS)
     patch_cli.add_parser(sub)
+    variants_cli.add_parser(sub, PARTS)
     export_cli.add_parser(sub)
     m = sub.add_parser("models", help="list the architectures this install can trace")
     m.add_argument("--all", action="store_true", help="also list those that are not supported, with the reason")
@@ -333,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "models": _models_command,
             "importance": importance_cli.command,
             "patch": patch_cli.command,
+            "variants": variants_cli.command,
             "export": export_cli.command,
         }
         commands[args.command](args)

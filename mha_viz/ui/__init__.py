@@ -50,6 +50,7 @@ from mha_viz.ui.views.lesson import lesson_view
 from mha_viz.ui.views.lines import lines_view
 from mha_viz.ui.views.masks import masks_view
 from mha_viz.ui.views.next_token import next_token_view
+from mha_viz.ui.views.variants import variants_view
 from mha_viz.ui.views.patching import patching_view
 from mha_viz.ui.views.wo import WO_MODES
 from mha_viz.ui.warm import preload_plotly, start_model_load
@@ -69,6 +70,7 @@ VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
     "Masks": masks_view,
     "Ablation": ablation_view,
     "Head importance": importance_view,
+    "Variants": variants_view,
     "Patching": patching_view,
     "Circuits": circuits_view,
     "Rollout": rollout_view,

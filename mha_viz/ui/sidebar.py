@@ -75,6 +75,7 @@ VIEWS = (
     "Masks",
     "Ablation",
     "Head importance",
+    "Variants",
     "Patching",
     "Circuits",
     "Rollout",

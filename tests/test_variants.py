@@ -1,0 +1,213 @@
+"""Share keys and values (MHA → GQA → MQA, mha_viz/variants.py): the conversion at the attention call against a
+direct edit of a copy's weights on a tiny BERT and a tiny GQA LLaMA, the grouping rules, the cache formula, the
+CLI's contract and the Variants view."""
+
+from __future__ import annotations
+
+import copy
+import csv
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SENTENCE, _tiny_tokenizer, _zoo_dir
+from mha_viz import variants as va
+from mha_viz.__main__ import main
+from mha_viz.models.load import prepare
+from mha_viz.models.run import run_model
+
+TEXT = "The animal was tired"
+
+
+def _tiny(model_type: str):
+    from zoo import build
+
+    return prepare(build(model_type), _tiny_tokenizer(), f"tiny-{model_type}")
+
+
+@pytest.fixture(scope="module", params=["bert", "llama"])
+def tiny(request):
+    return _tiny(request.param)
+
+
+def _kv_names(site) -> tuple[str, str]:
+    """The key and the value projection (rotary models: the key's before its rotation)."""
+    return (site.qkv[1], site.qkv[2]) if site.qkv else (site.pre_rotary[1], site.v)
+
+
+def _edited(lm, part: str, groups: tuple[tuple[int, ...], ...]):
+    """A deep copy of the model whose K and V projections' rows (weights and biases) are replaced by their group's
+    mean in every layer: the GQA conversion written as a weight edit (Ainslie et al.), nothing of mha_viz's capture."""
+    model = copy.deepcopy(lm.model)
+    for site in lm.sites:
+        if site.part != part:
+            continue
+        for name in _kv_names(site):  # nn.Linear weight [n_kv * d_head, d_model]
+            lin = model.get_submodule(name)
+            dh = lin.weight.shape[0] // lm.n_kv_heads
+            with torch.no_grad():
+                for params in (p for p in (lin.weight, lin.bias) if p is not None):
+                    rows = params.view(lm.n_kv_heads, dh, *params.shape[1:])  # [n_kv, d_head, (d_model)]
+                    for g in groups:
+                        rows[list(g)] = rows[list(g)].mean(0, keepdim=True)
+    return prepare(model, lm.tokenizer, lm.name + "-edited")
+
+
+def _run(lm, share=None):
+    ids = torch.tensor([lm.tokenizer(TEXT)["input_ids"]])  # [1, pos]
+    out = run_model(lm, ids, record=False, share=share)
+    return out.logits if out.logits is not None else out.hidden
+
+
+def test_mean_pooled_conversion_equals_a_direct_weight_edit(tiny) -> None:
+    part = tiny.parts[0]
+    assert all(_kv_names(s) for s in tiny.sites)  # separate plain K and V projections to edit
+    before = {k: v.clone() for k, v in tiny.model.state_dict().items()}
+    counts = va.kv_counts(tiny.n_kv_heads)[1:]  # BERT: 2 and 1 of 4; the GQA LLaMA: 1 of 2
+    assert counts
+    for g in counts:
+        groups = va.consecutive_groups(tiny.n_kv_heads, g)
+        plan = va.share_plan(part, (groups,) * tiny.n_layers(part))
+        converted = _run(tiny, plan)
+        expected = _run(_edited(tiny, part, groups))
+        torch.testing.assert_close(converted, expected, atol=2e-5, rtol=1e-4)
+        assert (converted - _run(tiny)).abs().max() > 1e-3  # the conversion changes the output: the test can fail
+    after = tiny.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # the shared model is never changed
+
+
+def test_one_layer_converted_equals_a_weight_edit_of_that_layer() -> None:
+    lm = _tiny("llama")
+    groups = ((1,), (0,))  # not consecutive in order: still a partition; one group of two below
+    assert va.share_plan("decoder", (groups,)) == {}
+    groups = ((0, 1),)
+    plan = {("decoder", 1): groups}  # one layer only
+    model = copy.deepcopy(lm.model)
+    for name in _kv_names(lm.site("decoder", 1)):
+        w = model.get_submodule(name).weight  # [n_kv * d_head, d_model]
+        with torch.no_grad():
+            w.copy_(w.view(2, -1, w.shape[1]).mean(0, keepdim=True).expand(2, -1, -1).reshape(w.shape))
+    torch.testing.assert_close(_run(lm, plan), _run(prepare(model, lm.tokenizer, "e")), atol=2e-5, rtol=1e-4)
+
+
+def test_own_kv_head_count_changes_nothing(tiny) -> None:
+    part = tiny.parts[0]
+    singles = va.consecutive_groups(tiny.n_kv_heads, tiny.n_kv_heads)
+    plan = {(part, la): singles for la in range(tiny.n_layers(part))}
+    assert (_run(tiny, plan) - _run(tiny)).abs().max() <= 1e-6
+    found = va.study(tiny, [TEXT], groupings=("mean",))
+    own = found.curve("mean")[0]
+    assert own.kv_heads == tiny.n_kv_heads and own.change == 0.0
+    assert all(p.change != 0.0 for p in found.curve("mean")[1:])
+
+
+def test_kv_cache_formula() -> None:
+    assert va.kv_cache_bytes(6, 12, 32, 10) == 2 * 6 * 12 * 32 * 10 * 4 == 184_320
+    assert va.kv_cache_bytes(30, 3, 64, va.LONG_CONTEXT) == 1_509_949_440  # SmolLM2-135M at 32k tokens, float32
+    lm = _tiny("llama")  # 2 layers, 2 K/V heads of 16
+    texts = [TEXT, SENTENCE]
+    found = va.study(lm, texts, groupings=("mean",))
+    tokens = np.mean([len(lm.tokenizer(t)["input_ids"]) for t in texts])
+    assert found.d_head == 16 and found.tokens == tokens
+    for p in found.points:
+        assert p.kv_cache_bytes == pytest.approx(2 * 2 * p.kv_heads * 16 * tokens * 4)
+        assert p.long_cache_bytes == 2 * 2 * p.kv_heads * 16 * 32_768 * 4
+    assert [p.kv_heads for p in found.points] == [2, 1]
+
+
+def test_groupings() -> None:
+    assert va.kv_counts(12) == [12, 6, 4, 3, 2, 1]
+    assert va.consecutive_groups(6, 2) == ((0, 1, 2), (3, 4, 5))
+    with pytest.raises(va.MhaVizError, match="do not divide"):
+        va.consecutive_groups(6, 4)
+    sim = np.eye(4)
+    sim[0, 2] = sim[2, 0] = 0.9
+    sim[1, 3] = sim[3, 1] = 0.8
+    assert va.aligned_groups(sim, 2) == ((0, 2), (1, 3))
+    assert va.aligned_groups(sim, 1) == ((0, 1, 2, 3),)
+    assert va.aligned_groups(sim, 4) == ((0,), (1,), (2,), (3,))
+    k = torch.randn(4, 5, 3, generator=torch.Generator().manual_seed(0))
+    s = va.similarity(torch.stack([k[0], k[1], 2 * k[0], -k[1]]), torch.stack([k[0], k[1], k[0], k[1]]))
+    assert s[0, 2] == pytest.approx(1.0) and s[1, 3] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_latent_attention_model_is_refused(tmp_path_factory) -> None:
+    from zoo import build
+
+    lm = prepare(build("deepseek_v3"), _tiny_tokenizer(), "tiny-deepseek")
+    with pytest.raises(va.MhaVizError, match="shared latent"):
+        va.study(lm, [TEXT])
+
+
+# --- the CLI ------------------------------------------------------------------------------------------------------
+
+
+def test_cli_writes_one_row_per_grouping_and_count(tmp_path_factory, tmp_path, capsys) -> None:
+    folder = _zoo_dir(tmp_path_factory, "llama")
+    out = tmp_path / "v.csv"
+    code = main(["variants", "--model", folder, "--text", TEXT, "--text", SENTENCE, "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == ["grouping", "kv_heads", "kv_cache_bytes", "change"]
+    assert [(r["grouping"], int(r["kv_heads"])) for r in rows] == [("mean", 2), ("mean", 1), ("aligned", 2),
+                                                                   ("aligned", 1)]  # fmt: skip
+    assert float(rows[0]["change"]) == 0.0 and float(rows[1]["change"]) != 0.0
+    assert float(rows[1]["change"]) == pytest.approx(float(rows[3]["change"]))  # one group: the same pooling
+    tokens = np.mean([len(_tiny_tokenizer()(t)["input_ids"]) for t in (TEXT, SENTENCE)])
+    assert float(rows[1]["kv_cache_bytes"]) == pytest.approx(2 * 2 * 1 * 16 * tokens * 4, rel=1e-5)
+    assert "32,768 tokens" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--out", "v.txt"], "--out must name a .csv file"),
+        (["--model", "own", "--out", "v.csv"], "needs a pretrained model"),
+    ],
+)
+def test_cli_errors_are_one_line(args: list[str], message: str, capsys) -> None:
+    assert main(["variants", "--text", TEXT, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_cli_refuses_a_latent_attention_model(tmp_path_factory, tmp_path, capsys) -> None:
+    folder = _zoo_dir(tmp_path_factory, "deepseek_v3")
+    assert main(["variants", "--model", folder, "--text", TEXT, "--out", str(tmp_path / "v.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "shared latent" in err and err.count("\n") == 1
+
+
+# --- the view -----------------------------------------------------------------------------------------------------
+
+
+def test_variants_view_on_minilm(minilm) -> None:
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    from mha_viz.config import Config
+    from mha_viz.pipeline import traces
+
+    at = run_app(view="Variants", layer="2")
+    assert_clean(at)
+    grid, curve = specs(at)
+    maps = heatmaps(grid)
+    assert len(maps) == 24  # 12 heads, before and after
+    _, _, (trace,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
+    np.testing.assert_allclose(array(maps[0]["z"]), trace.pattern[0].numpy(), atol=1e-5)  # head 0 before
+    assert not np.allclose(array(maps[1]["z"]), array(maps[0]["z"]), atol=1e-3)  # head 0 after: changed
+    found = va.study(minilm, [SENTENCE])
+    lines = {t["name"]: t for t in curve["data"]}
+    for name in ("mean", "aligned"):
+        expected = [p.change for p in found.curve(name)]
+        np.testing.assert_allclose(array(lines[va.GROUPINGS[name]]["y"]), expected, atol=1e-6)
+        mib = [p.kv_cache_bytes / 2**20 for p in found.curve(name)]
+        np.testing.assert_allclose(array(lines[va.GROUPINGS[name]]["x"]), mib, rtol=1e-6)
+    star = next(t for t in curve["data"] if t["name"].startswith("this model"))
+    assert "12 K/V heads" in star["name"] and array(star["y"]).tolist() == [0.0]
+    page = " ".join(m.value for m in at.markdown)
+    assert "2 · layers · kv_heads · d_head · tokens · 4 bytes" in page and "2 · 6 · g · 32 · tokens · 4" in page
+    at.toggle(key="var_long").set_value(True).run()
+    assert_clean(at)
+    long_line = {t["name"]: t for t in specs(at)[1]["data"]}[va.GROUPINGS["mean"]]
+    assert array(long_line["x"]).tolist() == [2 * 6 * g * 32 * 32_768 * 4 / 2**20 for g in (12, 6, 4, 3, 2, 1)]
