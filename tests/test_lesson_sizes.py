@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SQUARE = ("Q_", "masked scores", "weights = softmax")  # titles of steps 3-6 (3: Q K^T, 4: Q K^T × scale)
 MIN_CELL_PX = 14
+COLUMN_PX = 390  # one of two columns in a Lesson step at a 1280 px page (measured in Chromium: plot areas 210-220 px)
 
 
 def test_lesson_matrices_are_readable_and_mark_it(minilm) -> None:
@@ -32,8 +33,8 @@ def test_lesson_matrices_are_readable_and_mark_it(minilm) -> None:
             layout = spec["layout"]
             plot_h = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
             assert plot_h / 15 >= MIN_CELL_PX, (title, plot_h)
-            # the page is 1280 px wide: the main column about 880 px, half of it minus the margins for 15 cells
-            assert (880 / 2 - layout["margin"]["l"] - layout["margin"]["r"]) / 15 >= MIN_CELL_PX, (title, layout)
+            plot_w = COLUMN_PX - layout["margin"]["l"] - layout["margin"]["r"]  # the colour bar is in margin r
+            assert plot_w / 15 >= MIN_CELL_PX, (title, layout["margin"])
             marks = [s for s in layout.get("shapes", []) if s.get("type") == "rect"]
             assert [(m["y0"], m["y1"]) for m in marks] == [(9.5, 10.5)], (title, marks)  # row 10: "it"
     assert seen >= 4, seen

@@ -109,6 +109,8 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
     style_layer_head_map(
         fig, n_layers, n_heads, title or f"Head roles: {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}"
     )
+    if n_heads <= 24:  # "H0" … "H23" fit level (the automatic estimate stood them on end)
+        fig.update_xaxes(tickangle=0)
     widest = max((_text_px(e, LEGEND_FONT)[0] for e in [*entries, "role (heads)"]), default=0.0)
     height = max(int(fig.layout.height), 50 + 40 + LEGEND_ROW * (len(entries) + 2))  # a row per entry, the title
     fig.update_layout(

@@ -32,6 +32,7 @@ LAST = "the last token (each sentence's own)"
 SHOWN = ("two_layer", "two_head")
 TOP = 5
 WINDOW_ROWS = 128  # the two patterns beyond 128 tokens: the rows around the focus token
+FULL_WIDTH = 820  # px: the main column at a 1280 px page (long texts' patterns use all of it)
 NOTE = "_two_note"  # session_state: what the "replace word" button could not do
 
 
@@ -81,7 +82,7 @@ def _sentences(ctx: Ctx) -> str:
         max_chars=5000,
     )
     diff = differing_words(ctx.c.text, text_b)
-    a, b, c = st.columns([2, 2, 1])
+    a, b, c = st.columns([2, 2, 1.5], vertical_alignment="bottom")
     check_text("two_old", 100)
     check_text("two_new", 100)
     st.session_state.setdefault("two_old", diff[0] if diff else "")
@@ -261,22 +262,24 @@ def _shown_head(
             f"one sentence has ({only_a} | {only_b})."
         )
     )
-    cols = st.columns(2)
-    if max(len(queries_a), len(queries_b)) > WINDOW_ROWS:
+    long = max(len(labels_a), len(labels_b), len(queries_a), len(queries_b)) > WINDOW_ROWS
+    if long:
         st.caption(
             f"Long texts: each pattern below shows the {WINDOW_ROWS} query rows around “{focus}” (every key column, "
-            "the exact weights); all n × n cells would be too many to draw and read."
+            "the exact weights), one above the other at the page's width; all n × n cells would be too many to draw "
+            "and read."
         )
+    places = (st.container(), st.container()) if long else tuple(st.columns(2))
     for col, text, q, labels, qlabels, name, key in (
-        (cols[0], ctx.c.text, qa, labels_a, queries_a, "first", "two_head_a"),
-        (cols[1], text_b, qb, labels_b, queries_b, "second", "two_head_b"),
+        (places[0], ctx.c.text, qa, labels_a, queries_a, "first", "two_head_a"),
+        (places[1], text_b, qb, labels_b, queries_b, "second", "two_head_b"),
     ):
         with col:
             p = get_trace(ctx.config, text, ctx.target, ctx.part, la, x=False).pattern[he].numpy()  # [n_q, n_k]
             rows = _around(len(qlabels), q)
             what = "" if rows.stop - rows.start == len(qlabels) else f" (rows {rows.start}–{rows.stop - 1})"
             fig = matrix_heatmap(p[rows], labels, qlabels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
-                                 value_name="weight", attention=True)  # fmt: skip
+                                 value_name="weight", attention=True, width=FULL_WIDTH if long else 520)  # fmt: skip
             plot(fig, key, ctx.c.image_format)
     change = np.stack([focus_shift(pa[x], pb[x], 0, 0, pairs)["change"] for x in range(L)])  # [L, H]
     with st.expander("Another measure: how much the focus row changes at all (total variation)"):
