@@ -193,9 +193,8 @@ def batch_size(lm: LoadedModel, n_tokens: int) -> int:
     return max(1, min(MAX_BATCH, BATCH_BYTES // (4 * n_tokens * max(1, int(width or lm.d_model)))))
 
 
-def _where(pair: Pair, what: str, b: int) -> torch.Tensor:
-    """An all-False mask for ``b`` batch items in the layout of ``what``. Shapes: [b, pos, h, 1] or [b, h, pos, 1]."""
-    src = pair.sources[(0, what)]
+def _where(src: torch.Tensor, b: int) -> torch.Tensor:
+    """An all-False mask for ``b`` batch items in the layout of ``src``. Shapes: [b, pos, h, 1] or [b, h, pos, 1]."""
     return torch.zeros(b, *src.shape[1:3], 1, dtype=torch.bool)
 
 
@@ -211,7 +210,8 @@ def patched_runs(pair: Pair, what: str, runs: Sequence[Sequence[Patch]]) -> np.n
             if not (0 <= head < n_heads and 0 <= layer < pair.n_layers and (pos is None or 0 <= pos < n)):
                 raise MhaVizError(f"layer {layer}, head {head}, position {pos} is not in this model and text")
             key = (pair.part, layer, what)
-            where = plan.setdefault(key, (_where(pair, what, len(runs)), pair.sources[(layer, what)]))[0]
+            src = pair.sources[(layer, what)]
+            where = plan.setdefault(key, (_where(src, len(runs)), src))[0]
             at = slice(None) if pos is None else pos
             if what == "out":
                 where[i, at, head] = True  # [b, pos, h, 1]
@@ -221,7 +221,7 @@ def patched_runs(pair: Pair, what: str, runs: Sequence[Sequence[Patch]]) -> np.n
     return pair.metric(run_model(pair.lm, ids, record=False, replace=plan))
 
 
-def _batched(pair: Pair, what: str, runs: list[list[Patch]], progress: Progress | None, say: Callable[[int], str]):
+def run_batched(pair: Pair, what: str, runs: list[list[Patch]], progress: Progress | None, say: Callable[[int], str]):
     size = batch_size(pair.lm, pair.corrupt_ids.shape[1])
     out = []
     for start in range(0, len(runs), size):
@@ -237,7 +237,7 @@ def patch_heads(pair: Pair, what: str = "out", progress: Progress | None = None)
     runs = [[(la, h, None)] for la in range(L) for h in range(H)]
     unit = "K/V heads" if what in ("k", "v") and pair.lm.n_heads != H else "heads"
     say = lambda i: f"Patching {WHATS[what]}s: {i} of {L * H} {unit}"
-    return _batched(pair, what, runs, progress, say).reshape(L, H)
+    return run_batched(pair, what, runs, progress, say).reshape(L, H)
 
 
 def patch_positions(
@@ -246,7 +246,9 @@ def patch_positions(
     """One head patched at one position at a time. Shapes: returns the metric [pos]."""
     n = pair.corrupt_ids.shape[1]
     runs = [[(layer, head, p)] for p in range(n)]
-    return _batched(pair, what, runs, progress, lambda i: f"Patching layer {layer}, head {head}: {i} of {n} positions")
+    return run_batched(
+        pair, what, runs, progress, lambda i: f"Patching layer {layer}, head {head}: {i} of {n} positions"
+    )
 
 
 def top_heads(recovered: np.ndarray, k: int = 5) -> list[tuple[int, int, float]]:

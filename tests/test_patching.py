@@ -22,11 +22,16 @@ TIRED, WIDE = SENTENCE, SENTENCE.replace("tired", "wide")
 L, H, KV, DH = 2, 4, 2, 16  # the tiny LLaMA (tests/zoo.py _GQA)
 
 
-def _llama(zero: tuple[int, int] | None = None):
-    """Our own tiny LLaMA (so hooks and edits touch no shared model); ``zero``: that head's W^O slice set to 0."""
+def _llama(zero: tuple[int, int] | None = None, sharp: float = 1.0):
+    """Our own tiny LLaMA (so hooks and edits touch no shared model); ``zero``: that head's W^O slice set to 0;
+    ``sharp``: W_Q and W_K scaled by it (random weights attend almost uniformly: q and k barely matter)."""
     from zoo import build
 
     model = build("llama")
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(sharp)
+            layer.self_attn.k_proj.weight.mul_(sharp)
     if zero is not None:
         wo = model.model.layers[zero[0]].self_attn.o_proj
         with torch.no_grad():  # nn.Linear weight [out, in]: the head's columns
@@ -42,6 +47,11 @@ def llama():
 @pytest.fixture(scope="module")
 def pair(llama) -> pt.Pair:
     return pt.prepare(llama, CLEAN, CORRUPT, ANSWER, WRONG)
+
+
+@pytest.fixture(scope="module")
+def sharp():
+    return _llama(sharp=6.0)
 
 
 def _metric(lm, logits: torch.Tensor) -> float:
@@ -144,10 +154,12 @@ def test_each_head_and_position_against_hooks(llama, pair, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("what", ["q", "k", "v"])
-def test_qkv_per_kv_head_against_projection_hooks(llama, pair, what: str) -> None:
+def test_qkv_per_kv_head_against_projection_hooks(sharp, what: str) -> None:
     """Rotary embeddings rotate each position the same way in both texts (same length), so putting the clean
     projection's slice back before rotation is putting the clean rotated q/k back."""
+    llama, pair = sharp, pt.prepare(sharp, CLEAN, CORRUPT, ANSWER, WRONG)
     patched = pt.patch_heads(pair, what)
+    assert np.abs(patched - pair.corrupted).max() > 1e-3
     n = H if what == "q" else KV
     assert patched.shape == (L, n)
     for layer in range(L):
@@ -266,3 +278,57 @@ def test_smollm2_ioi_heads_against_hooks() -> None:
             finally:
                 handle.remove()
         assert got == pytest.approx(float(logits[answer] - logits[wrong]), abs=1e-4), (la, h)
+
+
+@pytest.mark.parametrize("what", ["q", "k", "v"])
+def test_path_patching_against_three_runs_with_hooks(sharp, what: str) -> None:
+    """Sender L0H1 → receivers of layer 1, written out: (1) the clean run's o_proj input of layer 0 and the corrupted
+    run's of layer 1; (2) the corrupted run with the sender's columns clean and layer 1's heads frozen corrupted,
+    layer 1's {what}_proj output recorded; (3) the corrupted run with one receiver's columns of it put in."""
+    from mha_viz.path_patching import path_patch
+
+    llama, pair = sharp, pt.prepare(sharp, CLEAN, CORRUPT, ANSWER, WRONG)
+    got = path_patch(pair, (0, 1), what)
+    n = H if what == "q" else KV
+    assert got.shape == (L, n) and np.isnan(got[0]).all()
+    tok = llama.tokenizer
+    clean, corrupt = (torch.tensor([tok(t)["input_ids"]]) for t in (CLEAN, CORRUPT))
+    o0, o1 = (llama.model.get_submodule(f"model.layers.{la}.self_attn.o_proj") for la in range(2))
+    proj = llama.model.get_submodule(f"model.layers.1.self_attn.{what}_proj")
+    seen: dict[str, torch.Tensor] = {}
+
+    def run(ids: torch.Tensor, hooks: list) -> torch.Tensor:
+        handles = [getattr(mod, f"register_forward_{kind}hook")(fn) for mod, kind, fn in hooks]
+        try:
+            with torch.no_grad():
+                return llama.model(input_ids=ids).logits
+        finally:
+            for h in handles:
+                h.remove()
+
+    def keep(name):
+        return lambda _m, args, out=None: seen.__setitem__(name, (args[0] if out is None else out).detach().clone())
+
+    def put_in(name, cols):
+        def fn(_m, args):
+            x = args[0].clone()
+            x[..., cols] = seen[name][..., cols]
+            return (x,)
+
+        return fn
+
+    run(clean, [(o0, "pre_", keep("o0"))])
+    run(corrupt, [(o1, "pre_", keep("o1"))])
+    run(corrupt, [(o0, "pre_", put_in("o0", slice(DH, 2 * DH))), (o1, "pre_", put_in("o1", slice(None))),
+                  (proj, "", keep("received"))])  # fmt: skip
+    for g in range(n):
+        cols = slice(g * DH, (g + 1) * DH)
+
+        def put_out(_m, args, out, cols=cols):
+            out = out.clone()
+            out[..., cols] = seen["received"][..., cols]
+            return out
+
+        expected = _metric(llama, run(corrupt, [(proj, "", put_out)]))
+        assert got[1, g] == pytest.approx(expected, abs=1e-5), (what, g)
+    assert np.abs(got[1] - pair.corrupted).max() > 1e-3  # the sender does reach layer 1 through its {what}
