@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import SENTENCE, _tiny_tokenizer, _zoo_dir
+from mha_viz import collab
 from mha_viz import variants as va
 from mha_viz.__main__ import main
 from mha_viz.models.load import prepare
@@ -190,7 +191,7 @@ def test_variants_view_on_minilm(minilm) -> None:
 
     at = run_app(view="Variants", layer="2")
     assert_clean(at)
-    grid, curve = specs(at)
+    grid, curve, energy = specs(at)
     maps = heatmaps(grid)
     assert len(maps) == 24  # 12 heads, before and after
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
@@ -211,3 +212,44 @@ def test_variants_view_on_minilm(minilm) -> None:
     assert_clean(at)
     long_line = {t["name"]: t for t in specs(at)[1]["data"]}[va.GROUPINGS["mean"]]
     assert array(long_line["x"]).tolist() == [2 * 6 * g * 32 * 32_768 * 4 / 2**20 for g in (12, 6, 4, 3, 2, 1)]
+    # collaborative heads: layer 2's concatenated W_Q (384 wide) against one head's (32 wide)
+    names = [t["name"] for t in energy["data"]]
+    assert names[0].startswith("all heads' W_Q (384 wide)") and "one head's W_Q (32 wide" in names[2]
+    want = collab.energy_curve(want_sv(minilm, 2))
+    np.testing.assert_allclose(array(energy["data"][0]["y"]), want * 100, rtol=1e-5)
+    table = at.dataframe[1].value
+    dims = collab.energy_dims(want_sv(minilm, 2))[1]
+    assert len(table) == 6 and table.iloc[2]["W_Q 95%"].startswith(f"{dims} of 384")
+
+
+# --- collaborative heads (Cordonnier et al. 2020) -----------------------------------------------------------------
+
+
+def want_sv(lm, layer: int) -> np.ndarray:
+    """The concatenated queries' singular values straight from the module: nn.Linear weight [h * d_head, d_model]."""
+    return torch.linalg.svdvals(lm.model.get_submodule(lm.site(None, layer).qkv[0]).weight.double()).numpy()
+
+
+def test_energy_dims() -> None:
+    assert collab.energy_dims(np.array([3.0, 1.0])) == (1, 2, 2)  # 9/10 of the energy in the first
+    assert collab.energy_dims(np.array([2.0, 1.0, 1.0])) == (3, 3, 3)  # 4/6, 5/6, 1
+    assert collab.energy_dims(np.ones(100)) == (90, 95, 99)
+    np.testing.assert_allclose(collab.energy_curve(np.array([3.0, 1.0])), [0.9, 1.0])
+
+
+def test_spectra_of_the_concatenated_projections() -> None:
+    from zoo import build
+
+    model = build("bert")  # d_model 64, 4 heads of 16: W_Q is [64 × 64]
+    lm = prepare(model, _tiny_tokenizer(), "tiny-bert")
+    free = collab.spectra(lm)
+    np.testing.assert_allclose(free[0].q / free[0].q[0], want_sv(lm, 0) / want_sv(lm, 0)[0], rtol=1e-6)
+    assert free[0].width_q == 64 and free[0].dims_q[1] > 32  # random heads: 39 of 64 (independent directions)
+    shared = copy.deepcopy(model)
+    basis = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))  # every head's queries in 8 directions
+    for layer in shared.bert.encoder.layer if hasattr(shared, "bert") else shared.encoder.layer:
+        w = layer.attention.self.query.weight  # [h * d_head, d_model]
+        with torch.no_grad():
+            w.copy_(torch.randn(64, 8, generator=torch.Generator().manual_seed(1)) @ basis.T)
+    found = collab.spectra(prepare(shared, _tiny_tokenizer(), "tiny-bert-shared"))
+    assert all(s.dims_q[2] <= 8 for s in found) and all(s.dims_k == free[i].dims_k for i, s in enumerate(found))

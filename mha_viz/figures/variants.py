@@ -62,3 +62,31 @@ def before_after(
     pairs = np.stack([before, after], 1).reshape(2 * h, *before.shape[1:])  # [2h, q, k]: before 0, after 0, ...
     titles = [t for i in range(h) for t in (f"head {i} before", f"head {i} after: JS {distance[i]:.3f}")]
     return heads_grid(pairs, tokens, titles, cols=4, clickable=False, key_tokens=key_tokens)
+
+
+def energy_figure(curves: Mapping[str, np.ndarray], title: str) -> go.Figure:
+    """The share of the energy kept against the share of dimensions kept, one line per matrix; 90 / 95 / 99 % marked.
+    Shapes: each curve [r] (collab.energy_curve), drawn over 1/r … 100 %."""
+    traces = []
+    for i, (name, curve) in enumerate(curves.items()):
+        r = len(curve)
+        x = np.arange(1, r + 1) / r * 100
+        traces.append(
+            go.Scatter(
+                x=x.astype(np.float32), y=(np.asarray(curve) * 100).astype(np.float32), mode="lines", name=name,
+                line={"color": COLOURS[i % len(COLOURS)]}, customdata=np.arange(1, r + 1),
+                hovertemplate="%{customdata} of " + str(r) + " dimensions: %{y:.1f}% of the energy<extra></extra>",
+            )
+        )  # fmt: skip
+    fig = go.Figure(traces)
+    for level in (90, 95, 99):
+        fig.add_hline(y=level, line={"width": 1, "dash": "dot", "color": "grey"})
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        xaxis={"title": {"text": "dimensions kept (% of the matrix's width)"}, "range": [0, 100]},
+        yaxis={"title": {"text": "energy kept (% of Σσ²)"}, "range": [0, 100.5]},
+        height=400,
+        legend={"orientation": "h", "y": -0.22},
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+    )
+    return safe(fig)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz import importance, variants
-from mha_viz.figures.variants import before_after, cache_curve
+from mha_viz import collab, importance, variants
+from mha_viz.figures.variants import before_after, cache_curve, energy_figure
+from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, needs_pretrained
@@ -38,6 +39,14 @@ def get_patterns(
 
     plan = {(part, la): groups for la, groups in enumerate(share)} if share else None
     return variants.layer_patterns(get_model(model_name, device), text, target, part, layer, plan)
+
+
+@sized_cache(max_entries=8, max_mb=16)
+def get_spectra(model_name: str, device: str, part: str) -> list[collab.LayerSpectrum]:
+    """Every layer's spectra of the concatenated query and key projections (weights only)."""
+    from mha_viz.ui.cache import get_model
+
+    return collab.spectra(get_model(model_name, device), part)
 
 
 def variants_view(ctx: Ctx) -> None:
@@ -123,3 +132,46 @@ def variants_view(ctx: Ctx) -> None:
         else "Aligned grouping does not change the output less than consecutive groups at any g on this text."
     )
     downloads("variants", csv_data=csv_bytes(["grouping", "kv_heads", "kv_cache_bytes", "change"], rows))
+    _collaborate(ctx)
+
+
+def _collaborate(ctx: Ctx) -> None:
+    """Cordonnier et al. 2020 on this model: how many dimensions the heads' query and key projections need together."""
+    st.markdown(
+        "**Collaborate instead of concatenate** (Cordonnier et al. 2020). Each head projects the layer's input to "
+        "its own d_head-dimensional queries and keys; side by side, W_Q = [W_Q¹ … W_Qʰ] is [d_model × h · d_head]. "
+        "If the heads used independent directions, the concatenation would need all its dimensions; the article "
+        "found that trained heads need about a third (they share a query/key space, which one shared projection "
+        "with per-head mixing can hold). Below: the share of the energy Σσ² kept by the leading singular values "
+        "(rotary models: the projections before the rotation)."
+    )
+    try:
+        found = get_spectra(ctx.config.model_name, ctx.config.model_device, ctx.part)
+    except MhaVizError as exc:
+        st.info(f"Not for this model: {exc}")
+        return
+    lay = found[ctx.layer]
+    d_head = lay.head_q.shape[1]
+    curves = {
+        f"all heads' W_Q ({lay.width_q} wide)": collab.energy_curve(lay.q),
+        f"all K/V heads' W_K ({lay.width_k} wide)": collab.energy_curve(lay.k),
+        f"one head's W_Q ({d_head} wide, mean of {lay.head_q.shape[0]})": np.mean(
+            [collab.energy_curve(sv) for sv in lay.head_q], axis=0
+        ),
+    }
+    plot(energy_figure(curves, f"{ctx.where}: energy kept against dimensions kept"), "collab_energy",
+         ctx.c.image_format)  # fmt: skip
+    shares = [f"{s:.0%}" for s in collab.SHARES]
+    table = [
+        {"layer": s.layer,
+         **{f"W_Q {p}": f"{d} of {s.width_q} ({d / s.width_q:.0%})" for p, d in zip(shares, s.dims_q, strict=True)},
+         **{f"W_K {p}": f"{d} of {s.width_k} ({d / s.width_k:.0%})" for p, d in zip(shares, s.dims_k, strict=True)},
+         f"one head 95% (of {d_head})": f"{s.one_head[1]:.1f}"}
+        for s in found
+    ]  # fmt: skip
+    st.dataframe(table, hide_index=True)
+    q95 = np.array([s.dims_q[1] / s.width_q for s in found])
+    st.caption(
+        f"95 % of the concatenated queries' energy: {q95.min():.0%} to {q95.max():.0%} of the dimensions across the "
+        f"layers (median {np.median(q95):.0%}); the article: about one third."
+    )
