@@ -24,12 +24,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--what", choices=("out", "q", "k", "v"), default="out",
                    help="patch each head's output (default), query, key or value (k, v: per K/V head)")  # fmt: skip
+    p.add_argument(
+        "--sender", nargs=2, type=int, default=None, metavar=("LAYER", "HEAD"),
+        help="path patching: that head's clean output reaching each later head only through its --what (q, k or v)",
+    )  # fmt: skip
     p.add_argument("--method", choices=("exact",), default="exact", help="exact patching (one run per head, batched)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     p.add_argument("--out", required=True, help="write FILE.csv: one row per head (per K/V head for k, v)")
 
 
 def command(args: argparse.Namespace) -> None:
+    import numpy as np
+
     from mha_viz import patching as pt
     from mha_viz.attention import resolve_device
     from mha_viz.config import Config
@@ -40,8 +46,15 @@ def command(args: argparse.Namespace) -> None:
     if (args.model or "").strip().lower() == "own":
         raise MhaVizError("patch needs a pretrained model; own weights are one layer with no output to measure")
     lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    if args.sender is not None and args.what == "out":
+        raise MhaVizError("path patching reaches a later head through its q, k or v: add --what q, k or v")
     pair = pt.prepare(lm, args.clean, args.corrupt, args.answer, args.wrong, args.focus, tuple(args.referents))
-    patched = pt.patch_heads(pair, args.what)
+    if args.sender is None:
+        patched = pt.patch_heads(pair, args.what)
+    else:
+        from mha_viz.path_patching import path_patch
+
+        patched = path_patch(pair, tuple(args.sender), args.what)  # NaN: layers up to the sender's
     recovered = pair.recovered(patched)
     L, G = patched.shape
     kv = args.what in ("k", "v")
@@ -49,10 +62,12 @@ def command(args: argparse.Namespace) -> None:
         writer = csv.writer(fh)
         writer.writerow((*COLUMNS, "query_heads") if kv else COLUMNS)
         for la in range(L):
-            for h in range(G):
+            for h in range(G) if np.isfinite(patched[la]).all() else ():
                 row = [la, h, *(f"{v:.6g}" for v in (patched[la, h], recovered[la, h], pair.clean, pair.corrupted))]
                 writer.writerow([*row, " ".join(map(str, pt.sharing(lm, h)))] if kv else row)
     unit = "K/V heads" if kv and lm.n_heads != G else "heads"
-    print(f"wrote {args.out}: {L * G} {unit}; patched: {pt.WHATS[args.what]}; metric: {pair.metric.describe()}")
+    n = int(np.isfinite(patched).sum())
+    path = "" if args.sender is None else f" from L{args.sender[0]}H{args.sender[1]}"
+    print(f"wrote {args.out}: {n} {unit}; patched{path}: {pt.WHATS[args.what]}; metric: {pair.metric.describe()}")
     print(f"clean {pair.clean:.4g}, corrupted {pair.corrupted:.4g}; most recovered: "
           + ", ".join(f"L{la}H{h} {r:+.3f}" for la, h, r in pt.top_heads(recovered, 5)))  # fmt: skip

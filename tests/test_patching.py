@@ -332,3 +332,12 @@ def test_path_patching_against_three_runs_with_hooks(sharp, what: str) -> None:
         expected = _metric(llama, run(corrupt, [(proj, "", put_out)]))
         assert got[1, g] == pytest.approx(expected, abs=1e-5), (what, g)
     assert np.abs(got[1] - pair.corrupted).max() > 1e-3  # the sender does reach layer 1 through its {what}
+
+
+def test_cli_path_patching(llama_dir: str, tmp_path, capsys) -> None:
+    code, rows = _cli(tmp_path, "--model", llama_dir, "--sender", "0", "1", "--what", "v")
+    assert code == 0 and len(rows) == KV  # the receivers: layer 1's K/V heads
+    assert {r["layer"] for r in rows} == {"1"} and all(r["patched"] != "nan" for r in rows)
+    assert "from L0H1" in capsys.readouterr().out
+    code, rows = _cli(tmp_path / "x", "--model", llama_dir, "--sender", "0", "1")
+    assert code == 2 and "--what q, k or v" in capsys.readouterr().err
