@@ -111,6 +111,9 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
     )
     if n_heads <= 24:  # "H0" … "H23" fit level (the automatic estimate stood them on end)
         fig.update_xaxes(tickangle=0)
+    # the cells exactly: the invisible click markers would pad the automatic ranges (an empty band under the map)
+    fig.update_xaxes(range=[-0.5, n_heads - 0.5], autorange=False)
+    fig.update_yaxes(range=[n_layers - 0.5, -0.5], autorange=False)
     widest = max((_text_px(e, LEGEND_FONT)[0] for e in [*entries, "role (heads)"]), default=0.0)
     height = max(int(fig.layout.height), 50 + 40 + LEGEND_ROW * (len(entries) + 2))  # a row per entry, the title
     fig.update_layout(
