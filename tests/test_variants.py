@@ -253,3 +253,24 @@ def test_spectra_of_the_concatenated_projections() -> None:
             w.copy_(torch.randn(64, 8, generator=torch.Generator().manual_seed(1)) @ basis.T)
     found = collab.spectra(prepare(shared, _tiny_tokenizer(), "tiny-bert-shared"))
     assert all(s.dims_q[2] <= 8 for s in found) and all(s.dims_k == free[i].dims_k for i, s in enumerate(found))
+
+
+def test_variants_view_on_smollm2() -> None:
+    """SmolLM2-135M: 9 query heads share 3 K/V heads of 64 in 30 layers; the only conversion left is MQA (g = 1), where
+    both groupings pool all three heads, so their changes are equal; the loss goes up."""
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    at = run_app(src="SmolLM2-135M (bundled)", view="Variants", layer="3")
+    assert_clean(at)
+    grid, curve, energy = specs(at)
+    assert len(heatmaps(grid)) == 18  # 9 heads, before and after
+    assert at.selectbox(key="var_g").options == ["1"]
+    lines = {t["name"]: t for t in curve["data"]}
+    mean, aligned = (array(lines[va.GROUPINGS[n]]["y"]) for n in ("mean", "aligned"))
+    assert mean[0] == 0.0 and mean[1] > 0.1 and mean[1] == pytest.approx(aligned[1])
+    tokens = len(heatmaps(grid)[0]["x"])
+    mib = [2 * 30 * g * 64 * tokens * 4 / 2**20 for g in (3, 1)]
+    np.testing.assert_allclose(array(lines[va.GROUPINGS["mean"]]["x"]), mib)
+    page = " ".join(m.value for m in at.markdown)
+    assert "2 · 30 · g · 64 · tokens · 4" in page and "query head h reads K/V head h // 3" in page
+    assert energy["data"][0]["name"].startswith("all heads' W_Q (576 wide)")
