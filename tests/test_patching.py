@@ -341,3 +341,19 @@ def test_cli_path_patching(llama_dir: str, tmp_path, capsys) -> None:
     assert "from L0H1" in capsys.readouterr().out
     code, rows = _cli(tmp_path / "x", "--model", llama_dir, "--sender", "0", "1")
     assert code == 2 and "--what q, k or v" in capsys.readouterr().err
+
+
+def test_patching_view_path_from_the_top_head(minilm) -> None:
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    from mha_viz.path_patching import path_patch
+
+    at = run_app(view="Patching")
+    at.button(key="path_go").click().run()
+    assert_clean(at)
+    pair = pt.prepare(minilm, TIRED, WIDE)
+    la, h, _ = pt.top_heads(pair.recovered(pt.patch_heads(pair)), 1)[0]  # the sender offered first
+    expected = pair.recovered(path_patch(pair, (la, h), "q"))
+    z = array(heatmaps(specs(at)[-1])[0]["z"])
+    assert z.shape == (6, 12) and np.isnan(z[: la + 1]).all()
+    np.testing.assert_allclose(z[la + 1 :], expected[la + 1 :], atol=1e-4)

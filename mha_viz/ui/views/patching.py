@@ -142,6 +142,8 @@ def _show(ctx: Ctx, lm, r: dict, what: str, clean: str, corrupt: str, words: dic
             for la in range(patched.shape[0]) for h in range(patched.shape[1])]  # fmt: skip
     downloads("patching", csv_data=csv_bytes(["layer", "head", "patched", "recovered", "clean", "corrupted"], rows))
     _by_position(ctx, lm, what, clean, corrupt, words, top[0][:2], r["tokens"])
+    if what == "out":
+        _path(ctx, lm, clean, corrupt, words, top[0][:2])
 
 
 def _by_position(ctx: Ctx, lm, what: str, clean: str, corrupt: str, words: dict, top, tokens) -> None:
@@ -157,3 +159,32 @@ def _by_position(ctx: Ctx, lm, what: str, clean: str, corrupt: str, words: dict,
         rec = pair.recovered(pt.patch_positions(pair, la, h, what))  # [pos]
         title = f"Recovered by patching layer {la}, head {h} ({pt.WHATS[what]}) at one position"
         plot(token_bars(tokens, {"recovered": rec}, title), "patch_pos", ctx.c.image_format)
+
+
+def _path(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, top) -> None:
+    """Path patching from one sender head to the q, k or v of every later head (a button)."""
+    with st.expander("Path patching: from a sender head to the heads that read it"):
+        st.caption(
+            "The sender's clean output reaches each later head only through the chosen input: the later heads' "
+            "outputs are frozen at the corrupted run while the receivers' inputs are recorded, then each receiver "
+            "alone gets its recorded input in a corrupted run (Wang et al. 2022; MLPs are recomputed)."
+        )
+        L = lm.n_layers(lm.parts[0])
+        cols = st.columns(3)
+        la = int(cols[0].selectbox("Sender layer", list(range(L - 1)), index=min(top[0], L - 2), key="path_layer"))
+        h = int(cols[1].selectbox("Sender head", list(range(lm.n_heads)), index=top[1], key="path_head"))
+        into = cols[2].radio("Through the receivers'", ["q", "k", "v"], format_func=pt.WHATS.get, key="path_what",
+                             horizontal=True)  # fmt: skip
+        if not st.button(f"Path patch from layer {la}, head {h}", key="path_go"):
+            return
+        from mha_viz.path_patching import path_patch
+
+        pair = pt.prepare(model_of(ctx.config), clean, corrupt, **words)
+        bar, progress = _progress()
+        rec = pair.recovered(path_patch(pair, (la, h), into, progress))  # [L, G], NaN up to the sender's layer
+        bar.empty()
+        kv = into in ("k", "v") and lm.n_kv_heads != lm.n_heads
+        title = f"Recovered through each later {'K/V head' if kv else 'head'}'s {pt.WHATS[into]}, from L{la} H{h}"
+        layer_head_map(rec.astype(np.float32), title, "recovered", "path_map", ctx.c.image_format, diverging=True)
+        best = pt.top_heads(np.nan_to_num(rec), TOP)
+        st.markdown("Receivers by |recovered|: " + ", ".join(f"layer {a}, head {b} ({v:+.3f})" for a, b, v in best))
