@@ -62,3 +62,19 @@ def test_open_button_and_map_click_open_the_head(page: Page, app_url: str) -> No
     expect(page.get_by_label("Shown layer")).to_have_value(str(to_layer))
     expect(page.get_by_role("tab", name="Two sentences", exact=True)).to_have_attribute("aria-selected", "true")
     expect(page.locator(EXCEPTION)).to_have_count(0)
+
+
+def test_long_text_swaps_the_bare_word_and_focuses_on_the_first_it(page: Page, app_url: str) -> None:
+    """A 492-token text starting with the seed sentence (issue 21 §1.4): the word is "tired" (not "tired."), the
+    focus is the first "it", the page says which occurrence, and the top head moved more than ±0.000."""
+    from urllib.parse import quote
+
+    sentence = "The animal didn't cross the street because it was too tired."
+    page.goto(f"{app_url}/?view=Two+sentences&text={quote(' '.join([sentence] * 35))}")
+    wait_for_run(page)
+    expect(panel(page).locator(".js-plotly-plot").first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
+    expect(page.get_by_role("button", name="Swap tired ↔ wide", exact=True)).to_be_visible()
+    expect(panel(page).get_by_text("the focus is the 1st of 35 (token 10)")).to_be_visible()
+    top = panel(page).locator("li").filter(has_text=ROW).first
+    expect(top).not_to_contain_text(re.compile(r"moved [+-]0\.000"))
+    expect(page.locator(EXCEPTION)).to_have_count(0)
