@@ -31,6 +31,7 @@ def test_decoder_opens_on_a_visible_key_and_names_a_hidden_one(bart_dir: str) ->
     first = next(m.value for m in at.markdown if m.value.startswith("1. "))
     assert not first.endswith(": 0.000"), first
     assert not any("hides" in w.value for w in at.warning)
+    assert any("a key this query can see" in c.value for c in at.caption)  # why it opened there
     later = q.options.index(q.value) + 1
     if later == len(q.options):  # the last query sees every key: take an earlier query
         q.set_value(q.options[0]).run()

@@ -36,18 +36,24 @@ def _forget_shown() -> None:
     forget(SHOWN)
 
 
-def default_query_key(labels: list[str], key_labels: list[str], causal: bool) -> tuple[int, int]:
+def default_query_key(labels: list[str], key_labels: list[str], causal: bool) -> tuple[int, int, str]:
     """The (query, key) the view opens on: "it" → "animal" (referents.default_pair) for self-attention, else "it"
     (or, under a causal mask, the last token, which sees every key) and "animal" (else the last key). Under a causal
-    mask the key is one the query sees (at or before it): else the query becomes the last token."""
+    mask the key is one the query sees (at or before it): else the query becomes the last token, and the note
+    (else "") says so."""
     pair = default_pair(labels) if labels == key_labels else None
     last = len(labels) - 1
     q0, k0 = pair if pair else (labels.index("it") if "it" in labels else (last if causal else 0), None)
     k0 = k0 if k0 is not None else (key_labels.index("animal") if "animal" in key_labels else len(key_labels) - 1)
-    if causal and k0 > q0:
+    note = ""
+    if causal and (k0 > q0 or (pair is None and "it" not in labels)):
         q0 = last if k0 <= last else q0
         k0 = min(k0, q0)
-    return q0, k0
+        note = (
+            f"Under the causal mask a token sees only itself and the tokens before it: opened on “{labels[q0]}” "
+            f"(token {q0}) → “{key_labels[k0]}” (token {k0}), a key this query can see."
+        )
+    return q0, k0, note
 
 
 def where_view(ctx: Ctx) -> None:
@@ -56,13 +62,15 @@ def where_view(ctx: Ctx) -> None:
     ctx.hiding_not_applied("the weights ranked are the model's own, over every token.")
     labels, key_labels = list(ctx.base.tokens.labels), list(ctx.base.key_tokens.labels)
     causal = (ctx.base.causal or ctx.config.causal) and ctx.part != "cross"  # key j visible from query i iff j <= i
-    q0, k0 = default_query_key(labels, key_labels, causal)
+    q0, k0, note = default_query_key(labels, key_labels, causal)
     c1, c2 = st.columns(2)
     valid_choice("where_q", labels, labels[q0])
     valid_choice("where_k", key_labels, key_labels[k0])
     q_label = c1.selectbox("Query token", labels, key="where_q", bind="query-params", on_change=_forget_shown)
     k_label = c2.selectbox("Key token", key_labels, key="where_k", bind="query-params", on_change=_forget_shown)
     q, k = labels.index(q_label), key_labels.index(k_label)
+    if note and (q, k) == (q0, k0):
+        st.caption(plain(note))
     measure = ctx.measure
     weights = get_focus_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, q, k, measure)  # [L, H] = p[:, :, q, k]
     if causal and k > q:
