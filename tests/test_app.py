@@ -134,7 +134,7 @@ def step(at: AppTest, prefix: str) -> tuple[str, np.ndarray]:
 
 
 def test_step_by_step_shapes_and_scaling(minilm) -> None:
-    at = run_app(view="Step by step")
+    at = run_app(view="Step by step", step_head="head 0")  # (the opened head by default: the found one, 11)
     assert "[15 × 384]" in step(at, "1. X")[0] and "[15 × 32]" in step(at, "2a. Q_0")[0]
     title, weights = step(at, "6. softmax")
     assert "[15 × 15]" in title
@@ -457,7 +457,7 @@ def test_two_sentences_on_a_decoder_compares_what_can_change() -> None:
 
 
 def test_step_by_step_shows_the_rotary_step() -> None:
-    at = run_app(src="SmolLM2-135M (bundled)", view="Step by step")
+    at = run_app(src="SmolLM2-135M (bundled)", view="Step by step", step_head="head 0")
     assert_clean(at)
     titles = [s["layout"]["title"]["text"] for s in specs(at)]
     assert any(t.startswith("2a. Q_0 = X · W_Q[0], before rotation") for t in titles), titles

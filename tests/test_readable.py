@@ -54,7 +54,7 @@ def test_matrix_heatmap_names_every_kind_of_non_number() -> None:
 
 
 def test_step_titles_follow_the_seven_steps(minilm) -> None:
-    at = run_app(view="Step by step")
+    at = run_app(view="Step by step", step_head="head 0")  # (the opened head by default: the found one, 11)
     assert_clean(at)
     keys = [STEP.match(t).groups() for t in titles_of(at)]  # every title numbered
     assert [int(n) for n, _ in keys] == sorted(int(n) for n, _ in keys)  # in order
@@ -81,7 +81,7 @@ def test_numbering_with_rotary_soft_cap_and_position_bias() -> None:
 
 
 def test_biases_are_named_where_the_layer_has_them(minilm) -> None:
-    titles = titles_of(run_app(view="Step by step"))
+    titles = titles_of(run_app(view="Step by step", step_head="head 0"))
     assert any(t.startswith("2a. Q_0 = X · W_Q[0] + b_Q[0]") for t in titles), titles
     assert any(t.startswith("2b. K_0 = X · W_K[0] + b_K[0]") for t in titles)
     assert any(t.startswith("2c. V_0 = X · W_V[0] + b_V[0]") for t in titles)

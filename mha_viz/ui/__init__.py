@@ -11,7 +11,7 @@ from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.common import recording_figures
-from mha_viz.ui.context import Ctx
+from mha_viz.ui.context import Ctx, follow_model
 from mha_viz.ui.errors import guarded
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
@@ -102,7 +102,9 @@ def _context(c: Controls) -> Ctx | None:
     c = mask_controls(c, decoder=not c.config.own and lm.causal)
     part, target = ("encoder", None) if c.config.own else part_control(c, lm.parts, lm.encoder_decoder)
     n_layers = 1 if c.config.own else lm.n_layers(part)  # opens on the found head's layer when nothing names one
-    layer = layer_control(c, n_layers, lambda: getattr(found_head(c.config, c.text, target, part), "layer", 0))
+    find = lambda: found_head(c.config, c.text, target, part)
+    follow_model(c, lm.name, n_layers, find)  # another model: its own found head, never the layer of the one before
+    layer = layer_control(c, n_layers, lambda: getattr(find(), "layer", 0))
     with st.spinner("Computing…"):
         base = guarded(lambda: get_base(c.config, c.text, target, part, layer))
     if base is None:

@@ -8,7 +8,7 @@ from mha_viz.config import PART_NAMES
 from mha_viz.figures import token_bars
 from mha_viz.ui.cache import get_ablation
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, needs_pretrained, valid_choices
+from mha_viz.ui.context import Ctx, follow_head, needs_pretrained
 
 
 def ablation_view(ctx: Ctx) -> None:
@@ -16,11 +16,10 @@ def ablation_view(ctx: Ctx) -> None:
         return
     L, H = ctx.base.n_layers, ctx.base.n_heads
     c1, c2 = st.columns(2)
-    valid_choices("abl_layers", list(range(L)), [0])
-    valid_choices("abl_heads", list(range(H)), [0])
-    layers = c1.multiselect("Layers", list(range(L)), default=[0], key="abl_layers", bind="query-params")
-    heads = c2.multiselect("Heads to zero in those layers", list(range(H)), default=[0], key="abl_heads",
-                           bind="query-params")  # fmt: skip
+    took = follow_head(ctx, "abl_heads", H, layer_key="abl_layers", many=True)  # the opened head, in its layer
+    layers = c1.multiselect("Layers", list(range(L)), key="abl_layers", bind="query-params", on_change=took)
+    heads = c2.multiselect("Heads to zero in those layers", list(range(H)), key="abl_heads", bind="query-params",
+                           on_change=took)  # fmt: skip
     plan = tuple(((ctx.part, int(la)), tuple(int(h) for h in heads)) for la in layers) if heads else ()
     st.caption(
         f"The whole model runs with these heads ({PART_NAMES[ctx.part]}) zeroed on their way into W^O "

@@ -9,7 +9,7 @@ from mha_viz import circuits
 from mha_viz.figures import spectra
 from mha_viz.ui.cache import get_copying_map, get_head_weights, get_token_pairs
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, set_linked, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, follow_head, needs_pretrained, open_head
 
 CIRCUITS_TEXT = (
     "Head h scores query x_i against key x_j by x_i·W_Q^h·(x_j·W_K^h)ᵀ, so **W_Q^h·W_K^hᵀ** (the *QK circuit*, "
@@ -24,7 +24,7 @@ CIRCUITS_TEXT = (
 def _open_from_map() -> None:
     for _, custom in clicked_points("copy_map"):  # customdata (layer, head, value)
         if len(custom) >= 2:
-            set_linked(layer=int(custom[0]), circ_head=int(custom[1]))
+            open_head(int(custom[0]), int(custom[1]), view=None)  # opened everywhere; the Head picker follows
             return
 
 
@@ -35,9 +35,9 @@ def circuits_view(ctx: Ctx) -> None:
     st.markdown(CIRCUITS_TEXT)
     w = get_head_weights(ctx.config, ctx.part, ctx.layer)
     h = w.W_O.shape[0]
-    valid_choice("circ_head", list(range(h)), 0)
+    took = follow_head(ctx, "circ_head", h)  # the opened head (a choice here opens it everywhere)
     head = int(st.selectbox("Head", list(range(h)), key="circ_head", format_func=lambda i: f"head {i}",
-                            bind="query-params"))  # fmt: skip
+                            bind="query-params", on_change=took))  # fmt: skip
     if w.rotary:
         st.info(
             "This model rotates queries and keys by their positions (rotary embeddings) after W_Q and W_K. The QK "

@@ -8,7 +8,7 @@ import streamlit as st
 from mha_viz.analysis import head_distances, head_stats, similarity_order
 from mha_viz.figures import head_bars, matrix_heatmap
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx, follow_head, valid_choice
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.window import row_window
 
@@ -29,11 +29,15 @@ def compare_view(ctx: Ctx) -> None:
     h = ctx.trace(x=False).n_heads
     cols = st.columns(4)
     picks = []
+    took = follow_head(ctx, "a_head", h, layer_key="a_layer")  # A: the opened layer and head (a choice opens it)
+    valid_choice("b_layer", layers, ctx.layer)
+    valid_choice("b_head", list(range(h)), 0 if st.session_state.get("a_head") != 0 else min(1, h - 1))
     for j, side in enumerate("ab"):
-        valid_choice(f"{side}_layer", layers, ctx.layer)
-        valid_choice(f"{side}_head", list(range(h)), min(j, h - 1))
-        la = cols[2 * j].selectbox(f"Layer {side.upper()}", layers, key=f"{side}_layer", bind="query-params")
-        he = cols[2 * j + 1].selectbox(f"Head {side.upper()}", list(range(h)), key=f"{side}_head", bind="query-params")
+        on_change = took if side == "a" else None
+        la = cols[2 * j].selectbox(f"Layer {side.upper()}", layers, key=f"{side}_layer", bind="query-params",
+                                   on_change=on_change)  # fmt: skip
+        he = cols[2 * j + 1].selectbox(f"Head {side.upper()}", list(range(h)), key=f"{side}_head", bind="query-params",
+                                       on_change=on_change)  # fmt: skip
         picks.append((int(la), int(he)))
     shows = [ctx.shown(ctx.trace(la, x=False)) for la, _ in picks]
     labels, keys = shows[0].labels, shows[0].key_labels

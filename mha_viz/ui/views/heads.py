@@ -14,7 +14,7 @@ from mha_viz.figures.common import plural, pool_blocks
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import get_role_labels
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, clicked_points, keep_layer, set_linked, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, keep_layer, opened_head, set_linked, valid_choice
 from mha_viz.ui.found import found_head
 from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
@@ -97,7 +97,7 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     h, n = sh.pattern.shape[0], len(sh.labels)
     found = found_head(ctx.config, ctx.c.text, ctx.target, ctx.part)
     left, right = st.columns(2)
-    valid_choice("head", list(range(h)), found.head if found and found.layer == ctx.layer else 0)
+    valid_choice("head", list(range(h)), opened_head(ctx, h))  # the head opened in any view (or the found one)
     head = int(
         left.selectbox("Open head", list(range(h)), format_func=lambda i: f"head {i}", key="head", bind="query-params",
                        on_change=keep_layer)

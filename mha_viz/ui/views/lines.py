@@ -19,7 +19,7 @@ from mha_viz.figures import (
     token_window,
 )
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, follow_head, valid_choice
 from mha_viz.ui.sidebar import check_int, note_ignored, summarize, url_value
 
 ALL = "(all tokens)"  # the focus choice that draws every query's lines
@@ -37,12 +37,11 @@ def _on_click(labels: Sequence[str]) -> None:
             return
 
 
-def _pick_heads(h: int, default: int) -> list[int]:
-    """The heads multiselect (bound to the URL); link values that are not heads are reported."""
+def _pick_heads(ctx: Ctx, h: int, default: int) -> list[int]:
+    """The heads multiselect (bound to the URL): the opened head (``default``, the strongest "it" → "animal" head
+    here, while no head is opened), until heads are picked here; link values that are not heads are reported."""
     options = list(range(h))
-    if "lines_heads" in st.session_state:  # a model with fewer heads: keep the ones that still exist
-        st.session_state["lines_heads"] = [i for i in st.session_state["lines_heads"] if i in options]
-    elif url_value("lines_heads") is not None:
+    if url_value("lines_heads") is not None:  # the link's heads (checked here: at most MAX_LINE_HEADS are shown)
         given = st.query_params.get_all("lines_heads")
         labels = [_head_label(i) for i in options]
         bad = [v for v in given if v not in labels]
@@ -50,10 +49,7 @@ def _pick_heads(h: int, default: int) -> list[int]:
             good = [v for v in given if v in labels][:MAX_LINE_HEADS] or [_head_label(default)]
             why = f"the heads are {summarize(labels)}; showing {', '.join(good)}"
             note_ignored("lines_heads", ", ".join(bad), why, drop=False)  # Streamlit drops them from the link
-            if not any(v in labels for v in given):
-                st.session_state["lines_heads"] = [default]
-    else:
-        st.session_state["lines_heads"] = [default]
+    took = follow_head(ctx, "lines_heads", h, many=True, default=default)
     chosen = st.multiselect(
         f"Heads (one colour each, at most {MAX_LINE_HEADS})",
         options,
@@ -61,6 +57,7 @@ def _pick_heads(h: int, default: int) -> list[int]:
         max_selections=MAX_LINE_HEADS,
         key="lines_heads",
         bind="query-params",
+        on_change=took,
     )
     return [int(i) for i in chosen]
 
@@ -112,7 +109,7 @@ def lines_view(ctx: Ctx) -> None:
         st.info(sh.note)
     c1, c2 = st.columns([2, 1])
     with c1:
-        heads = _pick_heads(h, strongest_head(sh.pattern, sh.labels, sh.key_labels))
+        heads = _pick_heads(ctx, h, strongest_head(sh.pattern, sh.labels, sh.key_labels))
     options = [ALL, *sh.labels]
     valid_choice("lines_focus", options, ALL)
     focus_label = c2.selectbox("Focus token (query)", options, key="lines_focus", bind="query-params")

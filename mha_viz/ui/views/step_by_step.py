@@ -12,7 +12,7 @@ from mha_viz.figures.common import plural
 from mha_viz.steps import head_steps, numbered
 from mha_viz.ui.cache import get_own_weights, model_of, recording_of
 from mha_viz.ui.common import downloads, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx, follow_head
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.window import row_window
@@ -42,10 +42,11 @@ def _one_head(ctx: Ctx) -> None:
     t = ctx.trace()
     h, n, dk = t.q.shape
     d = t.output.shape[1]
-    valid_choice("step_head", list(range(h)), 0)
+    took = follow_head(ctx, "step_head", h)  # the opened head (a choice here opens it everywhere)
     i = int(
-        st.selectbox("Head", list(range(h)), key="step_head", format_func=lambda j: f"head {j}", bind="query-params")
-    )
+        st.selectbox("Head", list(range(h)), key="step_head", format_func=lambda j: f"head {j}", bind="query-params",
+                     on_change=took)
+    )  # fmt: skip
     st.caption(
         f"{ctx.where.capitalize()}, head {i}: n = {plural(n, 'token')}, d_model = {d}, d_k = {dk}. The numbers "
         "follow the seven steps: 1 X, 2 Q, K, V, 3 QKᵀ, 4 scaling, 5 mask, 6 softmax, 7 weights · V, concat, · W^O. "

@@ -1,0 +1,50 @@
+"""One opened head, in a real browser (issue 22 §3): a click on a cell of the Heads grid opens that head, and Step by
+step shows the same head next; the page's link opens it there in a new session."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from e2e.conftest import RENDER_TIMEOUT_MS, VIEWPORT
+from e2e.test_browser import EXCEPTION, open_app, open_tab
+from e2e.test_shared_url import click_grid_cell, expect_heads_view
+
+
+@pytest.fixture
+def fresh(browser: Browser) -> Iterator[Page]:
+    """A page in a new browser context: a new Streamlit session, nothing shared but the link."""
+    ctx = browser.new_context(viewport=VIEWPORT)
+    yield ctx.new_page()
+    ctx.close()
+
+
+def expect_step_head(page: Page, layer: int, head: int) -> None:
+    """Step by step is open on ``head`` of ``layer``: its picker and its caption say so, and its steps are drawn."""
+    panel = page.locator("[data-testid='stTabPanel']").filter(visible=True)
+    expect(page.get_by_role("tab", name="Step by step", exact=True)).to_have_attribute("aria-selected", "true")
+    expect(panel.get_by_label("Head", exact=True)).to_have_value(f"head {head}")
+    expect(panel.get_by_text(re.compile(rf"^Layer {layer}, head {head}: n = "))).to_have_count(1)
+    title = re.compile(rf"^2a\. Q_{head} = ")
+    expect(panel.locator("text.gtitle").filter(has_text=title)).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+
+
+def test_a_head_clicked_in_the_grid_is_the_head_step_by_step_shows(page: Page, fresh: Page, app_url: str) -> None:
+    """Before: Step by step opened on head 0 whatever head the Heads tab had open."""
+    open_app(page, app_url, "?view=Heads")
+    layer = int(page.get_by_label("Layer").input_value())
+    click_grid_cell(page, "x4y4", q=2, k=10)  # head 3 (first row, fourth column)
+    expect_heads_view(page, layer, 3)
+
+    open_tab(page, "Step by step")
+    expect_step_head(page, layer, 3)
+    expect(page).to_have_url(re.compile(r"[?&](step_)?head=head\+3(&|$)"))
+
+    open_app(fresh, app_url, page.url.removeprefix(app_url + "/"))  # the link opens the same head
+    expect_step_head(fresh, layer, 3)
+    open_tab(fresh, "Heads")
+    expect_heads_view(fresh, layer, 3)
