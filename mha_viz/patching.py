@@ -58,13 +58,17 @@ class Metric:
 
     def __call__(self, run: ModelRun) -> np.ndarray:
         """The metric of each batch item. Shapes: run.logits [b, pos, vocab] or run.hidden [b, pos, d]; returns [b]."""
+        return self.value(run.logits, run.hidden).numpy()
+
+    def value(self, logits: torch.Tensor | None, hidden: torch.Tensor) -> torch.Tensor:
+        """The metric as a tensor (differentiable). Shapes: logits [b, pos, vocab]; hidden [b, pos, d]; returns [b]."""
         if self.kind == "logit":
-            last = run.logits[:, -1].double()  # [b, vocab]
-            return (last[:, self.ids[0]] - last[:, self.ids[1]]).numpy()
-        h = run.hidden.double()  # [b, pos, d]
+            last = logits[:, -1].double()  # [b, vocab]
+            return last[:, self.ids[0]] - last[:, self.ids[1]]
+        h = hidden.double()  # [b, pos, d]
         f, r1, r2 = (h[:, p] for p in self.positions)  # [b, d] each
         cos = torch.nn.functional.cosine_similarity
-        return (cos(f, r1, dim=-1) - cos(f, r2, dim=-1)).numpy()
+        return cos(f, r1, dim=-1) - cos(f, r2, dim=-1)
 
     def describe(self) -> str:
         if self.kind == "logit":

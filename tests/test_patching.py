@@ -357,3 +357,24 @@ def test_patching_view_path_from_the_top_head(minilm) -> None:
     z = array(heatmaps(specs(at)[-1])[0]["z"])
     assert z.shape == (6, 12) and np.isnan(z[: la + 1]).all()
     np.testing.assert_allclose(z[la + 1 :], expected[la + 1 :], atol=1e-4)
+
+
+@pytest.mark.parametrize("what", ["out", "q", "k", "v"])
+def test_attribution_against_finite_differences(sharp, what: str) -> None:
+    """The first-order estimate is the derivative of patching along clean − corrupted: central differences of real
+    patched runs with each head moved ±eps of the way from its corrupted value towards its clean one."""
+    from mha_viz.attribution_patching import attribution
+
+    pair = pt.prepare(sharp, CLEAN, CORRUPT, ANSWER, WRONG)
+    got = attribution(pair, what) - pair.corrupted
+    assert all(p.grad is None for p in sharp.model.parameters())  # the model is left as it was
+    _, corrupted = pt.record_sources(sharp, pair.part, pair.corrupt_ids)
+    eps = 1e-2
+
+    def moved(e: float) -> np.ndarray:
+        src = {k: corrupted[k] + e * (pair.sources[k] - corrupted[k]) for k in pair.sources if k[1] == what}
+        return pt.patch_heads(dataclasses.replace(pair, sources=src), what)
+
+    expected = (moved(eps) - moved(-eps)) / (2 * eps)
+    assert np.abs(expected).max() > 1e-3
+    np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-3 * np.abs(expected).max())

@@ -30,8 +30,9 @@ from mha_viz.trace import MhaVizError
 NAME = "mha_viz"
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("mha_viz_recorder", default=None)
 _SIGNATURES: dict[Callable, inspect.Signature] = {}
-# (where, values): torch.where(where, values, computed); both broadcast to the tensor replaced (run.run_model)
-Replacement = tuple[torch.Tensor, torch.Tensor]
+# (where, values): torch.where(where, values, computed), both broadcast to the tensor replaced (run.run_model);
+# (None, values): computed + values (a zero tensor that requires grad: the gradient at that activation)
+Replacement = tuple[torch.Tensor | None, torch.Tensor]
 
 
 @dataclass(eq=False)
@@ -201,7 +202,8 @@ def _replaced(rec: Recorder, key: tuple[str, int, str], t: torch.Tensor) -> torc
     if found is None:
         return t
     where, values = found
-    return torch.where(where.to(t.device), values.to(device=t.device, dtype=t.dtype), t)
+    values = values.to(device=t.device, dtype=t.dtype)
+    return t + values if where is None else torch.where(where.to(t.device), values, t)
 
 
 def _record(

@@ -46,7 +46,8 @@ def run_model(
     ``replace`` {(part, layer, what): (where, values)} puts values in place of what the model computed, for this
     pass only (activation patching): what "q", "k", "v" (transformers' layout [b, heads, pos, d_head], k and v per
     K/V head, after rotary embeddings) before the model's attention, "out" ([b, q_pos, n_heads, d_head], the heads
-    on their way into W^O) after it; the tensor becomes torch.where(where, values, tensor) (both broadcast to it).
+    on their way into W^O) after it; the tensor becomes torch.where(where, values, tensor) (both broadcast to it),
+    or with where None tensor + values.
 
     ``share`` {(part, layer): groups of K/V heads} converts those layers to grouped-query attention for this pass
     only: each group's keys and values become the group's mean (capture.shared), read by every member's query heads.
