@@ -28,7 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--sender", nargs=2, type=int, default=None, metavar=("LAYER", "HEAD"),
         help="path patching: that head's clean output reaching each later head only through its --what (q, k or v)",
     )  # fmt: skip
-    p.add_argument("--method", choices=("exact",), default="exact", help="exact patching (one run per head, batched)")
+    p.add_argument(
+        "--method", choices=("exact", "attribution"), default="exact",
+        help="exact patching (one run per head, batched; default) or attribution patching (first-order estimate)",
+    )  # fmt: skip
     p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     p.add_argument("--out", required=True, help="write FILE.csv: one row per head (per K/V head for k, v)")
 
@@ -48,8 +51,14 @@ def command(args: argparse.Namespace) -> None:
     lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
     if args.sender is not None and args.what == "out":
         raise MhaVizError("path patching reaches a later head through its q, k or v: add --what q, k or v")
+    if args.sender is not None and args.method == "attribution":
+        raise MhaVizError("path patching is exact only; leave out --method attribution or --sender")
     pair = pt.prepare(lm, args.clean, args.corrupt, args.answer, args.wrong, args.focus, tuple(args.referents))
-    if args.sender is None:
+    if args.method == "attribution":
+        from mha_viz.attribution_patching import attribution
+
+        patched = attribution(pair, args.what)
+    elif args.sender is None:
         patched = pt.patch_heads(pair, args.what)
     else:
         from mha_viz.path_patching import path_patch
@@ -68,6 +77,7 @@ def command(args: argparse.Namespace) -> None:
     unit = "K/V heads" if kv and lm.n_heads != G else "heads"
     n = int(np.isfinite(patched).sum())
     path = "" if args.sender is None else f" from L{args.sender[0]}H{args.sender[1]}"
-    print(f"wrote {args.out}: {n} {unit}; patched{path}: {pt.WHATS[args.what]}; metric: {pair.metric.describe()}")
+    how = " (attribution estimate)" if args.method == "attribution" else ""
+    print(f"wrote {args.out}: {n} {unit}{how}; patched{path}: {pt.WHATS[args.what]}; metric: {pair.metric.describe()}")
     print(f"clean {pair.clean:.4g}, corrupted {pair.corrupted:.4g}; most recovered: "
           + ", ".join(f"L{la}H{h} {r:+.3f}" for la, h, r in pt.top_heads(recovered, 5)))  # fmt: skip

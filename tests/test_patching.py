@@ -378,3 +378,14 @@ def test_attribution_against_finite_differences(sharp, what: str) -> None:
     expected = (moved(eps) - moved(-eps)) / (2 * eps)
     assert np.abs(expected).max() > 1e-3
     np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-3 * np.abs(expected).max())
+
+
+def test_cli_attribution(llama_dir: str, tmp_path, capsys) -> None:
+    from mha_viz.attribution_patching import attribution
+    from mha_viz.config import Config
+    from mha_viz.pipeline import load
+
+    code, rows = _cli(tmp_path, "--model", llama_dir, "--method", "attribution")
+    assert code == 0 and len(rows) == L * H and "attribution estimate" in capsys.readouterr().out
+    pair = pt.prepare(load(Config(model=llama_dir)), CLEAN, CORRUPT, ANSWER, WRONG)
+    np.testing.assert_allclose([float(r["patched"]) for r in rows], attribution(pair).flatten(), rtol=1e-5, atol=1e-6)
