@@ -7,6 +7,12 @@ of the energy (the sum of squared singular values). Heads that learned independe
 dimensions; the article found that trained heads need about a third of them (they share their projections' space),
 and proposed one shared projection with per-head mixing. One head alone is given for comparison (its d_head
 dimensions, the mean over heads). Rotary models: the projections before the rotation. Weights only: no text.
+
+What-if (plain, non-rotary layers): every head's queries and keys projected onto a shared rank-r basis, the top-r
+right singular vectors V_r of the concatenation: q ← (q − b_Q) V_r V_rᵀ + b_Q (the same as W_Q ← W_Q V_r V_rᵀ), keys
+likewise with W_K's; one layer at a time (put in through run_model's replace=, values from the unchanged pass: the
+layers before are unchanged, so they are the values of that pass); the output change against r (Head importance's
+measure).
 """
 
 from __future__ import annotations
@@ -16,11 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.importance import Scorer
+from mha_viz.models.arch import plain_weights
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.projections import head_weights
+from mha_viz.models.run import run_model
 from mha_viz.trace import MhaVizError
+from mha_viz.variants import head_change, layer_patterns
 
 SHARES = (0.90, 0.95, 0.99)
+FRACTIONS = (1 / 8, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 1.0)  # the what-if's r, as shares of the concatenation's width
 
 
 def energy_dims(values: np.ndarray, shares: tuple[float, ...] = SHARES) -> tuple[int, ...]:
@@ -73,3 +84,69 @@ def spectra(lm: LoadedModel, part: str | None = None) -> list[LayerSpectrum]:
         out.append(LayerSpectrum(layer, q, k, wq.shape[1], wk.shape[1], energy_dims(q), energy_dims(k),
                                  tuple(float(x) for x in one), heads))  # fmt: skip
     return out
+
+
+def _basis(w: torch.Tensor, r: int) -> torch.Tensor:
+    """The top-r right singular vectors of ``w``. Shapes: w [d, width] -> [width, r] float64."""
+    _, _, vh = torch.linalg.svd(w.double(), full_matrices=False)  # vh [min(d, width), width]
+    return vh[:r].T
+
+
+def _projected(t: torch.Tensor, bias: torch.Tensor | None, v: torch.Tensor) -> torch.Tensor:
+    """Heads' queries (or keys) with their concatenation projected onto span(v), the bias kept.
+    Shapes: t [b, heads, pos, d_head]; bias [heads, d_head] or None; v [heads * d_head, r] -> like t."""
+    b, h, n, dh = t.shape
+    flat = t.double().transpose(1, 2).reshape(b, n, h * dh)  # [b, pos, h * dh]
+    shift = 0.0 if bias is None else bias.double().reshape(h * dh)
+    out = (flat - shift) @ v @ v.T + shift  # [b, pos, h * dh]
+    return out.reshape(b, n, h, dh).transpose(1, 2).to(t.dtype)  # [b, heads, pos, d_head]
+
+
+def rank_plan(lm: LoadedModel, scorer: Scorer, layer: int, fraction: float) -> dict:
+    """run_model's replace= for one text of ``scorer``: ``layer``'s queries and keys on the shared rank-r bases
+    (r = fraction of each concatenation's width, at least 1)."""
+    site = lm.site(scorer.part, layer)
+    if not site.qkv:
+        raise MhaVizError(
+            "the shared-basis what-if needs plain query and key projections; this layer rotates or normalises them"
+        )
+    if len(scorer.texts) != 1:
+        raise MhaVizError("the shared-basis what-if is measured on one text")
+    w = plain_weights(lm.model, site, lm.n_heads, lm.n_kv_heads, 1.0)
+    wq = w.W_Q.permute(1, 0, 2).flatten(1)  # [d, h * dh]
+    wk = w.W_K.permute(1, 0, 2).flatten(1)  # [d, kv * dh]
+    t = scorer.texts[0]
+    call = run_model(lm, t.ids, decoder_ids=t.dec, extras=False, only=(scorer.part, layer)).calls[(scorer.part, layer)]
+    yes = torch.ones((), dtype=torch.bool)
+    q = _projected(call.q, w.b_Q, _basis(wq, max(1, round(fraction * wq.shape[1]))))  # [1, h, pos, dh]
+    k = _projected(call.k, w.b_K, _basis(wk, max(1, round(fraction * wk.shape[1]))))  # [1, kv, pos, dh]
+    return {(scorer.part, layer, "q"): (yes, q), (scorer.part, layer, "k"): (yes, k)}
+
+
+@dataclass(frozen=True, eq=False)
+class RankCurve:
+    """The what-if for one layer. Shapes: change, distance [len(fractions)]; patterns [len(fractions), h, q, k]."""
+
+    fractions: tuple[float, ...]
+    ranks_q: tuple[int, ...]
+    change: np.ndarray
+    distance: np.ndarray  # mean over heads of the mean Jensen-Shannon distance over query rows
+    patterns: np.ndarray
+
+
+def rank_curve(
+    lm: LoadedModel, text: str, target: str | None, part: str, layer: int, fractions: tuple[float, ...] = FRACTIONS
+) -> RankCurve:
+    """The whole-model output change and ``layer``'s patterns with its queries and keys on shared rank-r bases."""
+    scorer = Scorer(lm, [text], part, target)
+    before = layer_patterns(lm, text, target, scorer.part, layer)  # [h, q, k]
+    changes, dists, pats, ranks = [], [], [], []
+    for f in fractions:
+        plan = rank_plan(lm, scorer, layer, f)
+        changes.append(scorer.change(what=f"with queries and keys on {f:.0%} of their dimensions", replace=plan))
+        after = layer_patterns(lm, text, target, scorer.part, layer, replace=plan)
+        dists.append(float(head_change(before, after).mean()))
+        pats.append(after)
+        _, h, _, dh = plan[(scorer.part, layer, "q")][1].shape
+        ranks.append(max(1, round(f * h * dh)))
+    return RankCurve(tuple(fractions), tuple(ranks), np.asarray(changes), np.asarray(dists), np.stack(pats))

@@ -195,13 +195,21 @@ def study(
 
 
 def layer_patterns(
-    lm: LoadedModel, text: str, target: str | None, part: str, layer: int, share: dict | None = None
+    lm: LoadedModel,
+    text: str,
+    target: str | None,
+    part: str,
+    layer: int,
+    share: dict | None = None,
+    replace: dict | None = None,
 ) -> np.ndarray:
-    """One layer's attention pattern in a pass with ``share`` (every layer converted as planned; None: the model).
+    """One layer's attention pattern in a pass with ``share`` (every layer converted as planned; None: the model)
+    and ``replace`` (run_model's values put in).
     Shapes: returns [n_heads, q_pos, k_pos] float32."""
     tokens, target_tokens = encode(lm, text, target)
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
-    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=False, only=(part, layer), share=share)
+    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=False, only=(part, layer), share=share,
+                    replace=replace)  # fmt: skip
     c = run.calls[(part, layer)]
     _, pattern, _ = attention_pattern(
         c.q[0], c.k[0], scale=c.scaling, softcap=c.softcap, allowed=None if c.allowed is None else c.allowed[0],

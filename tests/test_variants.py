@@ -191,7 +191,7 @@ def test_variants_view_on_minilm(minilm) -> None:
 
     at = run_app(view="Variants", layer="2")
     assert_clean(at)
-    grid, curve, energy = specs(at)
+    grid, curve, energy, rank = specs(at)
     maps = heatmaps(grid)
     assert len(maps) == 24  # 12 heads, before and after
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
@@ -220,6 +220,10 @@ def test_variants_view_on_minilm(minilm) -> None:
     table = at.dataframe[1].value
     dims = collab.energy_dims(want_sv(minilm, 2))[1]
     assert len(table) == 6 and table.iloc[2]["W_Q 95%"].startswith(f"{dims} of 384")
+    what_if = collab.rank_curve(minilm, SENTENCE, None, "encoder", 2)
+    assert list(rank["data"][0]["x"])[-1] == "384 (100%)" and what_if.ranks_q == (48, 96, 128, 192, 256, 384)
+    np.testing.assert_allclose(array(rank["data"][0]["y"]), what_if.change, atol=1e-6)
+    assert abs(what_if.change[-1]) <= 1e-6 < what_if.change[0]
 
 
 # --- collaborative heads (Cordonnier et al. 2020) -----------------------------------------------------------------
@@ -274,3 +278,28 @@ def test_variants_view_on_smollm2() -> None:
     page = " ".join(m.value for m in at.markdown)
     assert "2 · 30 · g · 64 · tokens · 4" in page and "query head h reads K/V head h // 3" in page
     assert energy["data"][0]["name"].startswith("all heads' W_Q (576 wide)")
+
+
+def test_shared_basis_what_if_equals_a_weight_edit() -> None:
+    """Layer 1's queries and keys on the top-r right singular vectors of the concatenated W_Q, W_K (r = 16 of 64):
+    the same as W ← W V_r V_rᵀ in a deep copy (nn.Linear weight [out, in] ← V_r V_rᵀ · weight, biases kept)."""
+    from mha_viz.importance import Scorer
+
+    lm = _tiny("bert")
+    scorer = Scorer(lm, [TEXT])
+    plan = collab.rank_plan(lm, scorer, 1, 0.25)
+    converted = run_model(lm, scorer.texts[0].ids, record=False, replace=plan).hidden
+    model = copy.deepcopy(lm.model)
+    for name in lm.site("encoder", 1).qkv[:2]:
+        lin = model.get_submodule(name)
+        v = torch.linalg.svd(lin.weight.double().T, full_matrices=False)[2][:16].T  # [64, 16]
+        with torch.no_grad():
+            lin.weight.copy_((v @ v.T @ lin.weight.double()).float())
+    expected = run_model(prepare(model, lm.tokenizer, "e"), scorer.texts[0].ids, record=False).hidden
+    torch.testing.assert_close(converted, expected, atol=2e-5, rtol=1e-4)
+    assert (converted - run_model(lm, scorer.texts[0].ids, record=False).hidden).abs().max() > 1e-4  # ~4e-4
+    curve = collab.rank_curve(lm, TEXT, None, "encoder", 1, (0.25, 1.0))
+    assert curve.ranks_q == (16, 64) and curve.change[0] > 10 * abs(curve.change[1]) and abs(curve.change[1]) <= 1e-6
+    assert curve.distance[1] <= 1e-6 < curve.distance[0]
+    with pytest.raises(va.MhaVizError, match="plain query and key"):
+        collab.rank_plan(_tiny("llama"), Scorer(_tiny("llama"), [TEXT]), 0, 0.5)

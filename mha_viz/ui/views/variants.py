@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import collab, importance, variants
+from mha_viz.figures import line_chart
 from mha_viz.figures.variants import before_after, cache_curve, energy_figure
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import model_of
@@ -47,6 +48,16 @@ def get_spectra(model_name: str, device: str, part: str) -> list[collab.LayerSpe
     from mha_viz.ui.cache import get_model
 
     return collab.spectra(get_model(model_name, device), part)
+
+
+@sized_cache(max_entries=8, max_mb=64)
+def get_rank_curve(
+    model_name: str, device: str, text: str, target: str | None, part: str, layer: int
+) -> collab.RankCurve:
+    """The shared-basis what-if for one layer (collab.rank_curve)."""
+    from mha_viz.ui.cache import get_model
+
+    return collab.rank_curve(get_model(model_name, device), text, target, part, layer)
 
 
 def variants_view(ctx: Ctx) -> None:
@@ -175,3 +186,18 @@ def _collaborate(ctx: Ctx) -> None:
         f"95 % of the concatenated queries' energy: {q95.min():.0%} to {q95.max():.0%} of the dimensions across the "
         f"layers (median {np.median(q95):.0%}); the article: about one third."
     )
+    lm = model_of(ctx.config)
+    if not lm.site(ctx.part, ctx.layer).qkv:
+        st.caption("The shared-basis what-if needs plain query and key projections; this layer rotates or norms them.")
+        return
+    args = (ctx.config.model_name, ctx.config.model_device, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    curve = get_rank_curve(*args)
+    st.markdown(
+        f"**What-if, {ctx.where} alone:** every head's queries and keys projected onto a shared rank-r basis (the "
+        "top-r right singular vectors of the concatenated W_Q, and of W_K): q ← (q − b_Q) V_r V_rᵀ + b_Q. The output "
+        f"change ({importance.measure_name(lm)}) and how far the layer's patterns move, against r."
+    )
+    xs = [f"{r} ({f:.0%})" for r, f in zip(curve.ranks_q, curve.fractions, strict=True)]
+    series = {importance.measure_short(lm): curve.change, "mean JS distance of the layer's patterns": curve.distance}
+    plot(line_chart(xs, series, "Shared query/key basis of rank r", "r of W_Q's width"), "collab_rank",
+         ctx.c.image_format)  # fmt: skip
