@@ -216,11 +216,12 @@ def _patching(s: Sizes) -> Cost:
 def _variants(s: Sizes) -> Cost:
     """mha_viz.variants: the whole model run once per (grouping, K/V head count) (two groupings, every divisor of the
     K/V head count) and once recorded for every layer's keys and values (aligned groups); then the chosen layer's
-    pattern before and after, drawn as two panels per head."""
+    pattern before and after, drawn as two panels per head; then mha_viz.collab's what-if: two passes per rank
+    (collab.FRACTIONS, 6) and the SVDs of the concatenated projections (small next to a pass)."""
     counts = sum(1 for g in range(1, s.n_kv_heads + 1) if s.n_kv_heads % g == 0)
     kv = 2 * F32 * s.n_layers * s.n_kv_heads * s.n_k * s.d_head  # every layer's k and v, kept for the similarities
     pattern = F32 * s.n_heads * s.n_q * s.n_k
-    return Cost(s.pass_bytes() + kv + 3 * pattern + F64 * s.n_q * s.vocab, (2 * counts + 3) * s.pass_gflop(),
+    return Cost(s.pass_bytes() + kv + 3 * pattern + F64 * s.n_q * s.vocab, (2 * counts + 3 + 2 * 6) * s.pass_gflop(),
                 2 * _grid_cells(s))  # fmt: skip
 
 
