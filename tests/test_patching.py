@@ -389,3 +389,23 @@ def test_cli_attribution(llama_dir: str, tmp_path, capsys) -> None:
     assert code == 0 and len(rows) == L * H and "attribution estimate" in capsys.readouterr().out
     pair = pt.prepare(load(Config(model=llama_dir)), CLEAN, CORRUPT, ANSWER, WRONG)
     np.testing.assert_allclose([float(r["patched"]) for r in rows], attribution(pair).flatten(), rtol=1e-5, atol=1e-6)
+
+
+def test_patching_view_shows_attribution_first_above_the_auto_size(minilm, monkeypatch) -> None:
+    from test_app import array, assert_clean, heatmaps, run_app, specs
+
+    from mha_viz.attribution_patching import attribution
+    from mha_viz.ui.views import patching as view
+
+    monkeypatch.setattr(view, "AUTO_RUNS", 10)
+    view.RESULTS.clear()
+    at = run_app(view="Patching")
+    assert_clean(at)
+    pair = pt.prepare(minilm, TIRED, WIDE)
+    (z,) = [array(m["z"]) for s in specs(at) for m in heatmaps(s)]
+    np.testing.assert_allclose(z, pair.recovered(attribution(pair)), atol=1e-4)
+    at.button(key=next(b.key for b in at.button if b.key and b.key.startswith("patch_go"))).click().run()
+    assert_clean(at)
+    exact = pair.recovered(pt.patch_heads(pair))
+    np.testing.assert_allclose(array(heatmaps(specs(at)[1])[0]["z"]), exact, atol=1e-4)  # after the estimate
+    assert any("correlation r = " in c.value for c in at.caption)

@@ -98,12 +98,14 @@ def patching_view(ctx: Ctx) -> None:
     args = (ctx.config, (clean, corrupt, repr(words)), what, lm.parts[0])
     done = ("heads", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what) in RESULTS
     auto = n <= AUTO_RUNS and tokens <= AUTO_TOKENS
-    if not done and not auto and not _run_button(_key("patch_go", args), f"Patch all {n} heads"):
-        st.caption(
-            f"{n} patched runs of the whole model on {tokens} tokens, {pt.batch_size(lm, tokens)} per forward pass. "
-            "Press the button to start (it shows its progress and can be cancelled)."
-        )
-        return
+    if not done and not auto:
+        _estimate(ctx, clean, corrupt, words, what)
+        if not _run_button(_key("patch_go", args), f"Patch all {n} heads exactly"):
+            st.caption(
+                f"Exact patching: {n} patched runs of the whole model on {tokens} tokens, {pt.batch_size(lm, tokens)} "
+                "per forward pass. Press the button to start (it shows its progress and can be cancelled)."
+            )
+            return
     if done:
         r = _scan(ctx, clean, corrupt, words, what)
     else:
@@ -112,6 +114,32 @@ def patching_view(ctx: Ctx) -> None:
         r = _scan(ctx, clean, corrupt, words, what, progress)
         bar.empty()
     _show(ctx, lm, r, what, clean, corrupt, words)
+
+
+def _attribution(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str) -> dict:
+    """The attribution patching estimate (cached like the scan): {"patched" [L, G], "clean", "corrupted"}."""
+    from mha_viz.attribution_patching import attribution
+
+    key = ("attribution", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what)
+
+    def compute() -> dict:
+        pair = pt.prepare(model_of(ctx.config), clean, corrupt, **words)
+        return {"patched": attribution(pair, what), "clean": pair.clean, "corrupted": pair.corrupted}
+
+    return RESULTS.get_or_compute(key, compute)
+
+
+def _estimate(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str) -> None:
+    """Above AUTO_RUNS heads: the attribution estimate first, drawn as the map (no click)."""
+    a = _attribution(ctx, clean, corrupt, words, what)
+    est = (a["patched"] - a["corrupted"]) / (a["clean"] - a["corrupted"])  # [L, G]
+    st.markdown(
+        f"**Attribution patching** (a first-order estimate from one forward and one backward pass: Nanda 2023, Syed "
+        f"et al. 2023), shown first for more than {AUTO_RUNS} patched runs; clean {a['clean']:.4f}, corrupted "
+        f"{a['corrupted']:.4f}. Top: " + ", ".join(f"layer {la}, head {h} ({v:+.3f})" for la, h, v in pt.top_heads(est))
+    )
+    layer_head_map(est.astype(np.float32), f"Estimated recovered ({pt.WHATS[what]}, attribution patching)",
+                   "estimated recovered", "patch_attr_map", ctx.c.image_format, diverging=True)  # fmt: skip
 
 
 def _show(ctx: Ctx, lm, r: dict, what: str, clean: str, corrupt: str, words: dict) -> None:
@@ -138,6 +166,14 @@ def _show(ctx: Ctx, lm, r: dict, what: str, clean: str, corrupt: str, words: dic
         shared = f" (read by query heads {', '.join(map(str, heads))})" if kv else ""
         lines.append(f"{rank}. layer {la}, {unit} {h}{shared}: recovered {v:+.3f}, patched {patched[la, h]:.4f}{role}")
     st.markdown(f"**Top {len(top)} {unit}s** by |recovered|:\n\n" + "\n".join(lines))
+    a = _attribution(ctx, clean, corrupt, words, what)
+    est = (a["patched"] - c1) / (c0 - c1)
+    r_corr = float(np.corrcoef(est.ravel(), recovered.ravel())[0, 1]) if recovered.size > 1 else float("nan")
+    st.caption(
+        f"Attribution patching (first-order estimate, one forward and one backward pass) against exact patching: "
+        f"correlation r = {r_corr:.3f} over the {recovered.size} {unit}s; its top {unit}: "
+        + ", ".join(f"L{la} H{h} ({v:+.3f})" for la, h, v in pt.top_heads(est, 3))
+    )
     rows = [[la, h, *(f"{x:.6g}" for x in (patched[la, h], recovered[la, h], c0, c1))]
             for la in range(patched.shape[0]) for h in range(patched.shape[1])]  # fmt: skip
     downloads("patching", csv_data=csv_bytes(["layer", "head", "patched", "recovered", "clean", "corrupted"], rows))
