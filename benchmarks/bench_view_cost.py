@@ -3,8 +3,10 @@ each measured time beside the model's estimate.
 
     .venv/bin/python benchmarks/bench_view_cost.py "W^O" src=Own+weights d_model=2048 own_heads=256 words=60
 
-Arguments after the view are link parameters (key=value); words=N makes a text of N words. Prints one line
-per run: view, tokens, seconds measured (the page, model cached), seconds estimated by budget.seconds().
+Arguments after the view are link parameters (key=value); words=N makes a text of N words, repeat=K runs it K
+times. Prints one line per run: view, words, wall seconds of the page (after one warm-up run that loads the
+model); compare them with budget.seconds() for the same sizes. Measured on the 2-core machine (load ≈ 5):
+own weights d_model 2048 × 256 heads, W^O, 60 words: 5.6 s (estimate 5.2 s); 300 words: 10.7 s.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ def run(view: str, params: dict[str, str]) -> float:
     at.run()
     took = time.perf_counter() - start
     problems = [e.value for e in at.exception] + [e.value for e in at.error]
-    print(f"{view!r} {len(params.get('text', '').split())} words: {took:.2f} s", "errors: " + repr(problems)[:300] if problems else "",
-          flush=True)
+    words = len(params.get("text", "").split())
+    print(f"{view!r} {words} words: {took:.2f} s", f"errors: {repr(problems)[:300]}" if problems else "", flush=True)
     return took
 
 
