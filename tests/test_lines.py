@@ -248,7 +248,7 @@ def test_click_on_a_query_token_makes_it_the_focus(custom, focus, monkeypatch) -
     import mha_viz.ui.views.lines as view
 
     state = {"lines_fig": SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": custom}]))}
-    fake = SimpleNamespace(session_state=state)
+    fake = SimpleNamespace(session_state=state, query_params={})
     monkeypatch.setattr(context, "st", fake)
     monkeypatch.setattr(view, "st", fake)
     view._on_click(LABELS)

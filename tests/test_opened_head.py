@@ -35,6 +35,7 @@ def _shown(at: AppTest, key: str) -> int:
 def _open(at: AppTest, view: str) -> AppTest:
     """Switch tabs as a click on one does (the tabs are bound to ?view=)."""
     at.query_params["view"] = view
+    at.session_state["view"] = view  # (what a tab click sets; the link alone is read on a session's first run)
     return at.run()
 
 
@@ -94,6 +95,19 @@ def test_a_views_own_picker_opens_its_head_everywhere(minilm) -> None:
     at = _open(at, "Heads")
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (3, 4)
     assert _shown(_open(at, "Step by step"), "step_head") == 4
+
+
+def test_the_focus_token_chosen_in_one_view_is_the_focus_of_the_other(minilm) -> None:
+    """Heads' focus token → Lines (before: Lines kept every query's lines), and Lines' → Heads."""
+    at = run_app(view="Lines")
+    assert at.selectbox(key="lines_focus").value == "(all tokens)"  # nothing chosen yet: Lines' own default
+    at = _open(at, "Heads")
+    at.selectbox(key="focus").set_value("animal").run()
+    assert_clean(at)
+    assert _open(at, "Lines").selectbox(key="lines_focus").value == "animal"
+    at.selectbox(key="lines_focus").set_value("street").run()
+    assert_clean(at)
+    assert _open(at, "Heads").selectbox(key="focus").value == "street"
 
 
 @pytest.mark.parametrize(

@@ -124,6 +124,8 @@ def set_linked(**values: object) -> None:
     is not in the link until it is set."""
     if "head" in values and "layer" not in values and "layer" in st.session_state:
         values = {"layer": st.session_state["layer"], **values}
+    if "focus" in values:
+        st.session_state[_FOCUS] = values["focus"]
     for key, value in values.items():
         st.session_state[key] = value
         with contextlib.suppress(StreamlitAPIException):  # bound to a drawn widget: Streamlit writes that one
@@ -153,6 +155,7 @@ def open_head(layer: int, head: int, view: str | None = "Heads") -> None:
 # its "focus". A view with its own head picker follows it (follow_head); its choice becomes the opened head.
 _SYNCED = "_opened_synced_"  # + a picker's key: the (layer, head) that picker last took from the opened head
 _MODEL = "_opened_model"  # the model whose head is opened: a new one opens its own found head (follow_model)
+_FOCUS = "_opened_focus"  # the focus token last chosen (a grid click, a focus picker), which other views follow
 
 
 def opened_head(ctx: Ctx, n_heads: int, default: int | None = None) -> int:
@@ -222,6 +225,30 @@ def _link(key: str, label: Callable[[object], str], many: bool) -> None:
     if st.query_params.get_all(key) != labels:
         with contextlib.suppress(StreamlitAPIException):  # bound (drawn in the run before): Streamlit writes it
             st.query_params[key] = labels if many else labels[0]
+
+
+def take_focus() -> None:
+    """An on_change for the Heads tab's "Focus token" picker: the choice is the focus other views follow."""
+    st.session_state[_FOCUS] = st.session_state.get("focus")
+
+
+def follow_focus(key: str, tokens: list[str]) -> Callable[[], None]:
+    """Before a view draws its own focus-token picker ``key``: a focus token chosen elsewhere since the picker last
+    looked (a click on the Heads grid, the Heads tab's picker) becomes its value. Returns the picker's on_change,
+    which makes its choice (one of ``tokens``) the focus everywhere."""
+    mark = _SYNCED + key
+    chosen = st.session_state.get(_FOCUS)
+    if chosen is not None and st.session_state.get(mark) != chosen and chosen in tokens:
+        st.session_state[key] = chosen
+    st.session_state[mark] = chosen
+    return lambda: _take_focus(key, tokens)
+
+
+def _take_focus(key: str, tokens: list[str]) -> None:
+    value = st.session_state.get(key)
+    if value in tokens:
+        set_linked(focus=value)
+        st.session_state[_SYNCED + key] = value
 
 
 def _check(key: str, options: list, default: object, many: bool) -> None:

@@ -14,7 +14,7 @@ from mha_viz.figures.common import plural, pool_blocks
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import get_role_labels
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, clicked_points, keep_layer, opened_head, set_linked, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, keep_layer, opened_head, set_linked, take_focus, valid_choice
 from mha_viz.ui.found import found_head
 from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
@@ -107,7 +107,8 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
         else "it" if "it" in sh.labels else sh.labels[min(1, n - 1)]
     )  # fmt: skip
     valid_choice("focus", list(sh.labels), default_focus)
-    focus = right.selectbox("Focus token (query)", list(sh.labels), key="focus", bind="query-params")
+    focus = right.selectbox("Focus token (query)", list(sh.labels), key="focus", bind="query-params",
+                            on_change=take_focus)  # fmt: skip
     q = list(sh.labels).index(focus)
     if found is not None:
         st.caption(found.says(opened=(found.layer, found.head) == (ctx.layer, head)))

@@ -19,7 +19,7 @@ from mha_viz.figures import (
     token_window,
 )
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, follow_head, valid_choice
+from mha_viz.ui.context import Ctx, clicked_points, follow_focus, follow_head, set_linked, valid_choice
 from mha_viz.ui.sidebar import check_int, note_ignored, summarize, url_value
 
 ALL = "(all tokens)"  # the focus choice that draws every query's lines
@@ -34,6 +34,7 @@ def _on_click(labels: Sequence[str]) -> None:
     for _, custom in clicked_points("lines_fig"):  # customdata: (token index, side, hover lines...)
         if len(custom) >= 2 and custom[1] == "query" and 0 <= int(custom[0]) < len(labels):
             st.session_state["lines_focus"] = labels[int(custom[0])]
+            set_linked(focus=labels[int(custom[0])])  # the focus token in every view
             return
 
 
@@ -111,8 +112,9 @@ def lines_view(ctx: Ctx) -> None:
     with c1:
         heads = _pick_heads(ctx, h, strongest_head(sh.pattern, sh.labels, sh.key_labels))
     options = [ALL, *sh.labels]
+    took = follow_focus("lines_focus", list(sh.labels))  # a focus token chosen in another view
     valid_choice("lines_focus", options, ALL)
-    focus_label = c2.selectbox("Focus token (query)", options, key="lines_focus", bind="query-params")
+    focus_label = c2.selectbox("Focus token (query)", options, key="lines_focus", bind="query-params", on_change=took)
     if not heads:
         st.info("Pick at least one head above to draw its lines.")
         return
