@@ -190,4 +190,11 @@ class choose:  # used like a function: timed(page, choose(page, label, option))
 
 
 def open_tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name, exact=True).click()
+    """Open the view ``name``: its group (Learn, Look, Explain, What if) first when its tab is not shown."""
+    from mha_viz.ui.sidebar import GROUP_OF
+
+    tab = page.get_by_role("tab", name=name, exact=True)
+    if tab.count() == 0:
+        page.get_by_role("radio", name=GROUP_OF[name], exact=True).click()
+        tab.wait_for(timeout=60_000)
+    tab.click()

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.pipeline import encode, traces
-from mha_viz.ui.sidebar import SOURCES
+from mha_viz.ui.sidebar import SOURCES, VIEWS
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -298,7 +298,8 @@ def test_unknown_view_in_the_link_is_reported(minilm) -> None:
     at = run_app(view="nonexistent")
     assert_clean(at)
     note = ignored_note(at)
-    assert "view=nonexistent" in note and "Lesson, Heads, Lines, …, Induction" in note and "showing Lesson" in note
+    listed = f"{VIEWS[0]}, {VIEWS[1]}, {VIEWS[2]}, …, {VIEWS[-1]}"
+    assert "view=nonexistent" in note and listed in note and "showing Lesson" in note
     assert at.expander[0].label.startswith("Step 1.")  # the Lesson, the first tab, is what is shown
 
 

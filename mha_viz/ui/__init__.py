@@ -17,7 +17,9 @@ from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
 from mha_viz.ui.memo import collect_garbage, drop_held, release_memory
 from mha_viz.ui.sidebar import (
+    GROUP_OF,
     IGNORED,
+    VIEW_GROUPS,
     VIEWS,
     Controls,
     check_choice,
@@ -28,6 +30,7 @@ from mha_viz.ui.sidebar import (
     plain,
     show_ignored,
     sidebar,
+    url_value,
 )
 from mha_viz.ui.timing import timed_run
 from mha_viz.ui.views import (
@@ -50,8 +53,8 @@ from mha_viz.ui.views.lesson import lesson_view
 from mha_viz.ui.views.lines import lines_view
 from mha_viz.ui.views.masks import masks_view
 from mha_viz.ui.views.next_token import next_token_view
-from mha_viz.ui.views.variants import variants_view
 from mha_viz.ui.views.patching import patching_view
+from mha_viz.ui.views.variants import variants_view
 from mha_viz.ui.views.wo import WO_MODES
 from mha_viz.ui.warm import preload_plotly, start_model_load
 
@@ -152,13 +155,52 @@ def _page(c: Controls) -> None:
     check_choice("view", list(VIEWS), VIEWS[0], "the views are")
     check_choice("wo_mode", list(WO_MODES.values()), next(iter(WO_MODES.values())), "W^O can be")
     check_text("text_b", MAX_SECOND_TEXT_CHARS)  # the Two sentences box's own limit
-    tabs = st.tabs(list(VIEWS), key="view", bind="query-params")
-    for name, tab in zip(VIEWS, tabs, strict=True):
+    view, views = _navigation()
+    key = f"view_tab_{GROUP_OF[view]}"
+    st.session_state[key] = view  # the group's tabs open on the view, whoever chose it
+    tabs = st.tabs(list(views), key=key, default=view, on_change=_to_tab, args=(key,))
+    for name, tab in zip(views, tabs, strict=True):
         if tab.open:
             with tab, st.spinner("Computing…"):
                 guarded(lambda name=name: _run_view(name, ctx))
     drop_held()
     release_memory()
+
+
+def _to_group() -> None:
+    """The group picker's on_change: open the group's first view (its tabs then show)."""
+    group = st.session_state.get("view_group")
+    if group in VIEW_GROUPS:
+        _set_view(VIEW_GROUPS[group][0])
+
+
+def _to_tab(key: str) -> None:
+    """A tab's on_change: that view is the one open."""
+    _set_view(st.session_state[key])
+
+
+def _set_view(view: str) -> None:
+    """The open view, in the session and in the link (?view=, left out for the first view)."""
+    st.session_state["view"] = view
+    if view == VIEWS[0]:
+        st.query_params.pop("view", None)
+    else:
+        st.query_params["view"] = view
+
+
+def _navigation() -> tuple[str, tuple[str, ...]]:
+    """The view to open (a link's ?view=, a click that opened a head elsewhere, the user's pick) and its group's
+    views, with the group picker drawn: a row of group buttons above the group's tabs."""
+    view = st.session_state.get("view") or url_value("view") or VIEWS[0]
+    _set_view(view if view in GROUP_OF else VIEWS[0])
+    view = st.session_state["view"]
+    st.session_state["view_group"] = GROUP_OF[view]  # follows the view, whoever changed it
+    st.segmented_control(
+        "Views", list(VIEW_GROUPS), key="view_group", on_change=_to_group, label_visibility="collapsed",
+        help="Learn: the steps of multi-head attention; Look: the patterns; Explain: what heads do and why; "
+        "What if: change the heads and see what follows.",
+    )  # fmt: skip
+    return view, VIEW_GROUPS[GROUP_OF[view]]
 
 
 def _run_view(name: str, ctx: Ctx) -> None:

@@ -62,28 +62,14 @@ SOURCE_NOTES = {
 OWN_TOKENS = {"pieces": "word pieces (bundled tokenizer)", "words": "words (split on spaces)"}  # labels go in URLs
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
-VIEWS = (
-    "Lesson",
-    "Heads",
-    "Lines",
-    "Compare heads",
-    "Head roles",
-    "Where does it look?",
-    "Two sentences",
-    "Head count",
-    "W^O",
-    "Masks",
-    "Ablation",
-    "Head importance",
-    "Variants",
-    "Patching",
-    "Circuits",
-    "Rollout",
-    "Step by step",
-    "Overview",
-    "Next token",
-    "Induction",
-)
+VIEW_GROUPS = {  # the navigation: what the user wants, then the view (every one reachable in two clicks)
+    "Learn": ("Lesson", "Step by step", "Masks"),
+    "Look": ("Heads", "Lines", "Overview", "Compare heads", "Where does it look?", "Two sentences"),
+    "Explain": ("Head roles", "Induction", "Circuits", "Next token", "Rollout", "Patching"),
+    "What if": ("Head count", "W^O", "Ablation", "Head importance", "Variants"),
+}
+VIEWS = tuple(v for views in VIEW_GROUPS.values() for v in views)  # the link's ?view= values; Lesson first
+GROUP_OF = {v: group for group, views in VIEW_GROUPS.items() for v in views}
 
 
 TEXT_LABEL = "Text (Ctrl+Enter to apply)"  # a text area: Enter makes a new line

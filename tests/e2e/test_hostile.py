@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from playwright.sync_api import Page, expect
 
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
+from e2e.test_browser import open_tab
 
 PAYLOADS = (
     "<img src=x onerror=alert(1)>",
@@ -37,8 +38,7 @@ def test_hostile_text_in_every_input_stays_text(page: Page, app_url: str) -> Non
     wait_for_run(page)
     expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
     for view in ("Where does it look?", "Step by step", "Head roles", "Heads"):
-        page.get_by_role("tab", name=view, exact=True).click()
-        wait_for_run(page)
+        open_tab(page, view)
         expect(page.locator(INJECTED)).to_have_count(0)
     # The token labels on the axes carry the pieces of the payloads as plain text.
     chart = page.locator("[data-testid='stTabPanel']").filter(visible=True).locator(".js-plotly-plot").first
