@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mha_viz import app_cli, export_cli, importance_cli, patch_cli, variants_cli
+from mha_viz import app_cli, corpus_cli, export_cli, importance_cli, patch_cli, variants_cli
 from mha_viz.config import MAX_D_MODEL, MAX_HEADS, MAX_SEED
 from mha_viz.errors import MhaVizError
 from mha_viz.threads import configure_threads
@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     ind.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
     ind.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, induction_score)")
     importance_cli.add_parser(sub, PARTS)
+    corpus_cli.add_parser(sub, PARTS)
     patch_cli.add_parser(sub)
     variants_cli.add_parser(sub, PARTS)
     export_cli.add_parser(sub)
@@ -334,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "induction": _induction_command,
             "models": _models_command,
             "importance": importance_cli.command,
+            "corpus": corpus_cli.command,
             "patch": patch_cli.command,
             "variants": variants_cli.command,
             "export": export_cli.command,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 
-from mha_viz.trace import MhaVizError
+from mha_viz.errors import MhaVizError  # light: the CLI parses before torch loads
 
 COLUMNS = ("layer", "head", "patched", "recovered", "clean", "corrupted")
 
