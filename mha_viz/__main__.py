@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mha_viz import app_cli, corpus_cli, export_cli, importance_cli, patch_cli, variants_cli
+from mha_viz.cli_options import add_device, check_out, is_own, model_name, pretrained
 from mha_viz.config import MAX_D_MODEL, MAX_HEADS, MAX_SEED
 from mha_viz.errors import MhaVizError
 from mha_viz.threads import configure_threads
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--ablate", type=_heads_list, default=(), help="heads whose W^O block is zeroed, e.g. 0,3")
     t.add_argument("--causal", action="store_true", help="add a causal (look-ahead) mask")
     t.add_argument("--no-scale", action="store_true", help="drop the 1/sqrt(d_k) scaling")
-    t.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(t)
     t.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     t.add_argument("--out", default=None, help="write FILE.npz (without it, print a summary)")
     t.add_argument("--full", action="store_true", help="also store every intermediate and the weights")
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", default=None, help="bundled MiniLM (default), a Hugging Face id or folder")
     r.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
     r.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
-    r.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(r)
     r.add_argument("--out", default=None, help="write FILE.json (without it, print the JSON)")
     ind = sub.add_parser("induction", help="induction scores of every head on random tokens repeated twice, to CSV")
     ind.add_argument("--model", default="smollm2", help="a decoder: smollm2 (default), a Hugging Face id or folder")
@@ -118,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=_int_in(0, MAX_SEED, "--seed"), default=0, help=f"seed of the random tokens (0 to {MAX_SEED})"
     )
     ind.add_argument("--no-bos", action="store_true", help="do not put the model's BOS token in front")
-    ind.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(ind)
     ind.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, induction_score)")
     importance_cli.add_parser(sub, PARTS)
     corpus_cli.add_parser(sub, PARTS)
@@ -140,7 +141,7 @@ def _config(args: argparse.Namespace, device: str):
             raise MhaVizError("--weights takes a .safetensors file (pickle files are not accepted)")
         with open(args.weights, "rb") as fh:
             weights = fh.read(64 * 1024 * 1024 + 1)
-    own = (args.model or "").strip().lower() == "own"
+    own = is_own(args)
     if args.tokens == "words" and not own:
         raise MhaVizError("--tokens words is for own weights (--model own); a pretrained model uses its tokenizer")
     return Config(
@@ -234,8 +235,8 @@ def to_arrays(
 def _trace_command(args: argparse.Namespace) -> None:
     import numpy as np
 
-    if args.out and not args.out.endswith(".npz"):
-        raise MhaVizError(f"--out must name a .npz file, got {args.out!r}")
+    if args.out:
+        check_out(args.out, ".npz")
     tokens, key_tokens, traces, weights = run_trace(args)
     arrays = to_arrays(tokens, key_tokens, traces, weights, args.full)
     shape = "x".join(map(str, arrays["pattern"].shape))
@@ -252,18 +253,15 @@ def _trace_command(args: argparse.Namespace) -> None:
 def _roles_command(args: argparse.Namespace) -> None:
     import json
 
-    from mha_viz.attention import resolve_device
     from mha_viz.config import Config
-    from mha_viz.pipeline import load, record
+    from mha_viz.pipeline import record
     from mha_viz.roles import ROLE_RULES
     from mha_viz.studies import all_patterns, roles_table
 
-    if args.out and not args.out.endswith(".json"):
-        raise MhaVizError(f"--out must name a .json file, got {args.out!r}")
-    if (args.model or "").strip().lower() == "own":
-        raise MhaVizError("roles needs a pretrained model; own weights have no trained roles")
-    config = Config(model=(args.model or "").strip(), device=str(resolve_device(args.device)))
-    lm = load(config)
+    if args.out:
+        check_out(args.out, ".json")
+    lm = pretrained(args, "roles needs a pretrained model; own weights have no trained roles")
+    config = Config(model=model_name(args), device=str(lm.device))
     part = lm.part(args.part)
     rec = record(lm, args.text, args.target)
     say_cut(rec.tokens, lm.name, args.text)
@@ -287,16 +285,10 @@ INDUCTION_COLUMNS = ("layer", "head", "induction_score", "rank")
 def _induction_command(args: argparse.Namespace) -> None:
     import csv
 
-    from mha_viz.attention import resolve_device
-    from mha_viz.config import Config
     from mha_viz.induction import run_induction
-    from mha_viz.pipeline import load
 
-    if not args.out.endswith(".csv"):
-        raise MhaVizError(f"--out must name a .csv file, got {args.out!r}")
-    if (args.model or "").strip().lower() == "own":
-        raise MhaVizError("induction needs a pretrained decoder; own weights are one untrained layer")
-    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    check_out(args.out, ".csv")
+    lm = pretrained(args, "induction needs a pretrained decoder; own weights are one untrained layer")
     result = run_induction(lm, args.length, args.seed, bos=not args.no_bos)
     n_layers, n_heads = result.scores.shape
     rank = {(la, h): i + 1 for i, (la, h, _) in enumerate(result.top_heads(n_layers * n_heads))}

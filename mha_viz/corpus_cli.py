@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from mha_viz.cli_options import add_device, check_out, is_own
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
     p.add_argument("--workers", type=int, default=2, help="with --engine ray: worker processes (default 2)")
     p.add_argument("--batch", type=int, default=16, help="texts per batch, the unit of work and checkpoints")
     p.add_argument("--resume", action="store_true", help="go on from the checkpoint beside --out")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(p)
 
 
 class Progress:
@@ -50,9 +51,8 @@ def command(args: argparse.Namespace) -> None:
     from mha_viz import corpus
     from mha_viz.attention import resolve_device
 
-    if not args.out.endswith((".csv", ".parquet")):
-        raise MhaVizError(f"--out must name a .csv or .parquet file, got {args.out!r}")
-    if args.model.strip().lower() == "own":
+    check_out(args.out, ".csv", ".parquet")
+    if is_own(args):
         raise MhaVizError("corpus needs a pretrained model; own weights have no trained roles")
     if args.batch < 1 or args.workers < 1:
         raise MhaVizError("--batch and --workers must be at least 1")

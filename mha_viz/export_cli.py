@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mha_viz.cli_options import add_device, check_out
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:  # parsed before plotly loads; only figures/ imports plotly
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=int, default=None, help="layer (default: where 'it' looks at 'animal' most, else 0)")
     p.add_argument("--head", type=int, default=None, help="head for head, lines and steps (default: as --layer)")
     p.add_argument("--focus", default=None, help="query token for focus (default 'it') and lines (default: all)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(p)
     p.add_argument("--out", required=True, help="write FILE.html")
 
 
@@ -70,8 +71,7 @@ def command(args: argparse.Namespace) -> None:
     from mha_viz.attention import resolve_device
     from mha_viz.html_export import page
 
-    if not args.out.endswith(".html"):
-        raise MhaVizError(f"--out must name a .html file, got {args.out!r}")
+    check_out(args.out, ".html")
     device = str(resolve_device(args.device))
     figs, settings = figures_of(args, device)
     doc = page(figs, f"mha-viz · {args.view}", settings, args.text)

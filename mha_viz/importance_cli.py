@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 
-from mha_viz.errors import MhaVizError
+from mha_viz.cli_options import add_device, check_out, pretrained
 
 COLUMNS = ("layer", "head", "importance")
 CURVE_COLUMNS = ("heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max")
@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
     p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
     p.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
     p.add_argument("--part", choices=parts, default=None, help="whose heads (default: the model's first attention)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(p)
     p.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, importance)")
     p.add_argument(
         "--curve",
@@ -26,25 +26,14 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
     )
 
 
-def _csv_path(path: str, flag: str) -> str:
-    if not path.endswith(".csv"):
-        raise MhaVizError(f"{flag} must name a .csv file, got {path!r}")
-    return path
-
-
 def command(args: argparse.Namespace) -> None:
     import numpy as np
 
     from mha_viz import importance as im
-    from mha_viz.attention import resolve_device
-    from mha_viz.config import Config
-    from mha_viz.pipeline import load
 
-    out = _csv_path(args.out, "--out")
-    curve_path = None if args.curve is None else _csv_path(args.curve, "--curve")
-    if (args.model or "").strip().lower() == "own":
-        raise MhaVizError("importance needs a pretrained model; own weights are one layer with no output to measure")
-    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    out = check_out(args.out, ".csv")
+    curve_path = None if args.curve is None else check_out(args.curve, ".csv", flag="--curve")
+    lm = pretrained(args, "importance needs a pretrained model; own weights are one layer with no output to measure")
     scorer = im.Scorer(lm, args.text, args.part, args.target)
     imp = im.head_importance(scorer)
     L, H = imp.shape

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import csv
 
-from mha_viz.errors import MhaVizError  # light: the CLI parses before torch loads
+from mha_viz.cli_options import add_device, check_out, pretrained
+from mha_viz.errors import MhaVizError
 
 COLUMNS = ("layer", "head", "patched", "recovered", "clean", "corrupted")
 
@@ -32,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--method", choices=("exact", "attribution"), default="exact",
         help="exact patching (one run per head, batched; default) or attribution patching (first-order estimate)",
     )  # fmt: skip
-    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(p)
     p.add_argument("--out", required=True, help="write FILE.csv: one row per head (per K/V head for k, v)")
 
 
@@ -40,15 +41,9 @@ def command(args: argparse.Namespace) -> None:
     import numpy as np
 
     from mha_viz import patching as pt
-    from mha_viz.attention import resolve_device
-    from mha_viz.config import Config
-    from mha_viz.pipeline import load
 
-    if not args.out.endswith(".csv"):
-        raise MhaVizError(f"--out must name a .csv file, got {args.out!r}")
-    if (args.model or "").strip().lower() == "own":
-        raise MhaVizError("patch needs a pretrained model; own weights are one layer with no output to measure")
-    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    check_out(args.out, ".csv")
+    lm = pretrained(args, "patch needs a pretrained model; own weights are one layer with no output to measure")
     if args.sender is not None and args.what == "out":
         raise MhaVizError("path patching reaches a later head through its q, k or v: add --what q, k or v")
     if args.sender is not None and args.method == "attribution":

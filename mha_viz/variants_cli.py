@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 
-from mha_viz.errors import MhaVizError
+from mha_viz.cli_options import add_device, check_out, pretrained
 
 COLUMNS = ("grouping", "kv_heads", "kv_cache_bytes", "change")
 
@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
     p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
     p.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
     p.add_argument("--part", choices=parts, default=None, help="whose heads (default: the model's first attention)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"), default="auto")
+    add_device(p)
     p.add_argument(
         "--out", required=True, help="write FILE.csv: one row per (grouping, kv_heads): kv_cache_bytes, change"
     )
@@ -27,15 +27,9 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
 
 def command(args: argparse.Namespace) -> None:
     from mha_viz import importance, variants
-    from mha_viz.attention import resolve_device
-    from mha_viz.config import Config
-    from mha_viz.pipeline import load
 
-    if not args.out.endswith(".csv"):
-        raise MhaVizError(f"--out must name a .csv file, got {args.out!r}")
-    if (args.model or "").strip().lower() == "own":
-        raise MhaVizError("variants needs a pretrained model; own weights are one layer with no output to measure")
-    lm = load(Config(model=(args.model or "").strip(), device=str(resolve_device(args.device))))
+    check_out(args.out, ".csv")
+    lm = pretrained(args, "variants needs a pretrained model; own weights are one layer with no output to measure")
     found = variants.study(lm, args.text, args.part, args.target)
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
