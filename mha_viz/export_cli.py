@@ -69,7 +69,7 @@ def figures_of(args: argparse.Namespace, device: str) -> tuple[list[go.Figure], 
 
 def command(args: argparse.Namespace) -> None:
     from mha_viz.attention import resolve_device
-    from mha_viz.html_export import page
+    from mha_viz.figures.html_page import page
 
     check_out(args.out, ".html")
     device = str(resolve_device(args.device))

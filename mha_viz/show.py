@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.io.base_renderers import HtmlRenderer
 
 from mha_viz import figures
 from mha_viz.config import Config
+from mha_viz.figures.notebook import offline
 from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import Recording, layer_trace, load, record
 from mha_viz.referents import focus_head, word
@@ -34,34 +33,13 @@ from mha_viz.steps import head_steps, numbered
 from mha_viz.studies import all_patterns
 from mha_viz.trace import AttentionTrace, MhaVizError
 
+if TYPE_CHECKING:  # only figures/ imports plotly
+    import plotly.graph_objects as go
+
 __all__ = ["focus", "found", "head", "heads", "lines", "loaded", "offline", "overview", "patterns", "steps", "trace"]
-RENDERER = "mha_viz_offline"
 _MODELS: dict[tuple[str, str], LoadedModel] = {}  # (model, device) -> the loaded model, once per process
 _RECORDINGS: OrderedDict[tuple[str, str, str], Recording] = OrderedDict()  # the last few texts' model runs
 MAX_RECORDINGS = 4
-
-
-class OfflineRenderer(HtmlRenderer):
-    """text/html with plotly.js inlined once per kernel (when first activated) and no MathJax or CDN URL,
-    plus application/vnd.plotly.v1+json, which JupyterLab and VS Code draw with their own bundled plotly.js."""
-
-    def __init__(self) -> None:
-        super().__init__(connected=False, global_init=True, include_plotlyjs=False)
-
-    def to_mimebundle(self, fig_dict: dict) -> dict:
-        html = pio.to_html(
-            fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False, default_width="100%",
-            default_height=525, validate=False, config={"displaylogo": False},
-        )  # fmt: skip
-        return {"application/vnd.plotly.v1+json": {"config": {"displaylogo": False}, **fig_dict}, "text/html": html}
-
-
-def offline() -> None:
-    """Make notebook figures render with no network: plotly.js is written into the notebook once (the first
-    figure shown), never fetched from a CDN. Called on import; call it again if something changed the default."""
-    if RENDERER not in pio.renderers:
-        pio.renderers[RENDERER] = OfflineRenderer()
-    pio.renderers.default = RENDERER
 
 
 def loaded(name: str = "", device: str = "cpu") -> LoadedModel:

@@ -13,8 +13,7 @@ import pytest
 from test_app import run_app, specs
 
 from mha_viz.figures import comparison, heads_grid, matrix_heatmap, paired_bars, token_bars
-from mha_viz.figures.finish import finish
-from mha_viz.ui.common import _AsBuilt
+from mha_viz.figures.finish import AsBuilt, finish
 
 LONG = ["[CLS]", "internationalisation", "of", "the", "Wörterbuch", "漢字漢字", "[SEP]"]
 
@@ -37,7 +36,7 @@ def _figures() -> dict[str, go.Figure]:
 def test_sent_as_checked_by_plotly(name: str) -> None:
     fig = _figures()[name]
     spec = finish(fig)
-    sent = plotly.tools.return_figure_from_figure_or_data(_AsBuilt(spec), validate_figure=True)
+    sent = plotly.tools.return_figure_from_figure_or_data(AsBuilt(spec), validate_figure=True)
     checked = go.Figure(**spec).to_dict()  # what Streamlit would send after its own checks of the dict
     assert json.loads(pio.to_json(sent, validate=False)) == json.loads(pio.to_json(checked, validate=False))
     assert sent is spec  # taken as it is, not rebuilt

@@ -10,7 +10,7 @@ import pytest
 from mha_viz import figures, show
 from mha_viz.__main__ import main
 from mha_viz.config import Config
-from mha_viz.html_export import page
+from mha_viz.figures.html_page import page
 from mha_viz.pipeline import traces
 from mha_viz.referents import focus_head
 from mha_viz.trace import MhaVizError
@@ -118,8 +118,10 @@ def test_offline_renderer_inlines_nothing_from_the_network():
     import plotly.io as pio
 
     show.offline()
-    assert pio.renderers.default == show.RENDERER
-    bundle = pio.renderers[show.RENDERER].to_mimebundle(show.head(SENTENCE, 0, 0).to_plotly_json())
+    from mha_viz.figures.notebook import RENDERER
+
+    assert pio.renderers.default == RENDERER
+    bundle = pio.renderers[RENDERER].to_mimebundle(show.head(SENTENCE, 0, 0).to_plotly_json())
     assert "Plotly.newPlot" in bundle["text/html"]
     assert "application/vnd.plotly.v1+json" in bundle
     assert not re.search(r"<script[^>]*\bsrc=", bundle["text/html"]), "no script is fetched"

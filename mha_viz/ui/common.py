@@ -9,11 +9,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.basedatatypes import BaseFigure
+
+if TYPE_CHECKING:  # only figures/ imports plotly
+    import plotly.graph_objects as go
 
 from mha_viz.analysis import drop_special
 from mha_viz.figures import (
@@ -27,7 +29,7 @@ from mha_viz.figures import (
     token_bars,
     wo_heatmap,
 )
-from mha_viz.figures.finish import Finished, finish
+from mha_viz.figures.finish import AsBuilt, finish
 from mha_viz.norms import shown_pattern
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
@@ -144,24 +146,8 @@ def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable
     if drawn is not None:
         drawn[key] = fig
     with timed_plot():
-        spec = _AsBuilt(finish(fig))
+        spec = AsBuilt(finish(fig))
         return st.plotly_chart(spec, key=key, config=config, width="stretch", **kwargs)
-
-
-class _AsBuilt(BaseFigure):
-    """A finished figure's dict, handed to st.plotly_chart as a figure object so that it is sent as it is.
-
-    Given a dict, Streamlit rebuilds it as a go.Figure to check it (plotly.tools.return_figure_from_figure_or_data
-    with validate_figure=True): a third of a rerun's time for the heads grid. A figure object is taken through
-    to_dict() unchecked. Ours were built, hence checked, as go.Figure objects by figures.*, and finish() only sets
-    layout values that exist (tests/test_finish.py checks that the dict sent equals the checked one).
-    """
-
-    def __init__(self, spec: Finished) -> None:  # BaseFigure's own set-up is not needed
-        object.__setattr__(self, "_spec", spec)
-
-    def to_dict(self) -> dict:
-        return self._spec
 
 
 def _never_raises(callback: Callable[[], None]) -> Callable[[], None]:

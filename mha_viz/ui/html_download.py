@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only figures/ imports plotly
+    import plotly.graph_objects as go
+
 import dataclasses
 import re
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz.config import Config
-from mha_viz.html_export import page
+from mha_viz.figures.html_page import page
 from mha_viz.ui.context import Ctx
 
 SKIP = ("weights_file", "model")  # bytes of an uploaded file; the model is written by name already
