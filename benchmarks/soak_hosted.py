@@ -123,8 +123,21 @@ def hostile_urls(long: str) -> list[tuple[str, str]]:
         ("view=nonexistent", {"view": "nonexistent"}),
         ("text of 12000 characters", {"text": "x " * 6000}),
         ("model off the allow-list", {"src": "Hugging Face", "model_id": "EleutherAI/gpt-j-6b"}),
+        # issue 21: numbers in links, and the worst pages found by the last attack
+        ("wo_seed of 5000 nines", {"view": "W^O", "wo_mode": "random orthogonal", "wo_seed": "9" * 5000}),
+        ("wo_seed=inf", {"view": "W^O", "wo_mode": "random orthogonal", "wo_seed": "inf"}),
+        ("d_model=inf, own_heads=2.9", {"src": "Own weights", "d_model": "inf", "own_heads": "2.9"}),
+        ("seed of 309 digits", {"src": "Own weights", "seed": "1" * 309}),
+        ("ind_length=-inf", {"view": "Induction", "ind_length": "-inf", "ind_seed": "1e3"}),
+        ("lines_start of 400 digits", {"view": "Lines", "text": long, "lines_start": "7" * 400}),
+        ("imp_texts unknown", {"view": "Head importance", "imp_texts": "everything"}),
+        ("text_b of 6000 characters", {"view": "Two sentences", "text_b": "y " * 3000}),
+        ("SmolLM2 Next token, 510 words", {"src": "SmolLM2-135M (bundled)", "text": long, "view": "Next token"}),
+        ("own 2048/256 Heads, 510 words", {**own, "d_model": 2048, "own_heads": 256, "view": "Heads"}),
     ]
-    return [(name, "?" + urlencode(params)) for name, params in q]
+    urls = [(name, "?" + urlencode(params)) for name, params in q]
+    many = "&".join(f"p{i}=1" for i in range(2000))  # `view` after 2,000 other parameters
+    return [*urls, ("view after 2000 parameters", f"?{many}&view=Overview")]
 
 
 def _safetensors(header: dict | str, body: bytes = b"") -> bytes:
@@ -342,12 +355,12 @@ async def upload(page, url: str, item: Item, timeout_s: float) -> tuple[str, str
 
 
 async def normal(page, url: str, refs: Refs, layer: int, timeout_s: float) -> tuple[str, str, dict[str, float]]:
-    """The default page (layer 0), then the Layer picker set to ``layer``: each checked against refs, timed."""
+    """The Heads view at layer 0, then the Layer picker set to ``layer``: each checked against refs, timed."""
     from playwright.async_api import TimeoutError as PwTimeout
 
     took: dict[str, float] = {}
     t0 = time.perf_counter()
-    await page.goto(url + "/", timeout=timeout_s * 1000)
+    await page.goto(url + "/?view=Heads&layer=0", timeout=timeout_s * 1000)  # the page opens on the Lesson
     for step, want in (("default", 0), ("layer", layer)):
         if step == "layer":
             await page.get_by_role("combobox", name="Layer", exact=True).click(timeout=timeout_s * 1000)
@@ -488,6 +501,8 @@ async def soak(args) -> int:
                     rise = sampler.rise(start, end)
                     print(f"  {item.name}: {outcome} ({end - start:.1f} s, +{rise:.0f} MB) {detail[:200]}", flush=True)
                 await ctx.close()
+            # 2b. What a script (no browser, no Origin header) can send: clear_cache, clients that never read.
+            await script_attacks(app, long)
             rss_before = tree_rss_mb(app.proc.pid)
             # 3. The soak: every session at once until the deadline.
             print(
@@ -521,6 +536,35 @@ async def soak(args) -> int:
     finally:
         sampler.stop.set()
         app.__exit__()
+
+
+async def script_attacks(app: App, long: str, cycles: int = 3, silent: int = 60, hold_s: float = 20.0) -> None:
+    """Raw websocket clients against the server (issue 21 §2.1, §2.3), with the server's RSS before and after:
+    ``cycles`` × (Streamlit's clear_cache message, then a SmolLM2 page), and ``silent`` clients that ask for a
+    512-token Heads page and never read a byte, held ``hold_s`` seconds."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from stream_client import clear_cache, open_silent, run_page
+
+    ws = f"ws://127.0.0.1:{app.port}/_stcore/stream"
+    smol = urlencode({"src": "SmolLM2-135M (bundled)", "view": "Heads"})
+    start = tree_rss_mb(app.proc.pid)
+    for i in range(cycles):
+        page = await run_page(ws, smol, before=(clear_cache(),))
+        print(f"  clear_cache + SmolLM2 page {i + 1}: finished={page.finished}, errors={len(page.errors)}, "
+              f"server {tree_rss_mb(app.proc.pid):.0f} MB (was {start:.0f})", flush=True)  # fmt: skip
+    before = tree_rss_mb(app.proc.pid)
+    heads = urlencode({"text": long, "view": "Heads"})
+    socks = [open_silent(app.port, heads) for _ in range(silent)]
+    opened = [s for s in socks if s is not None]
+    await asyncio.sleep(hold_s)
+    held = tree_rss_mb(app.proc.pid)
+    for s in opened:
+        with contextlib.suppress(OSError):
+            s.close()
+    await asyncio.sleep(5)
+    after = tree_rss_mb(app.proc.pid)
+    print(f"  {silent} clients that never read: {len(opened)} admitted, {silent - len(opened)} refused; server "
+          f"{before:.0f} -> {held:.0f} MB while held, {after:.0f} MB after", flush=True)  # fmt: skip
 
 
 def _median(xs: list[float]) -> float:
