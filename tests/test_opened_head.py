@@ -53,12 +53,14 @@ VIEW_PICKERS = [
     ("Circuits", "circ_head"),
     ("Ablation", "abl_heads"),
     ("Lines", "lines_heads"),
+    ("Lesson", "lesson_head"),
 ]
 
 
 @pytest.mark.parametrize(("view", "key"), VIEW_PICKERS)
 def test_a_head_opened_in_heads_is_the_head_every_view_shows(view: str, key: str, minilm) -> None:
-    """Before: Step by step, Compare heads, Circuits and Ablation showed head 0, Lines its own strongest head."""
+    """Before: Step by step, Compare heads, Circuits and Ablation showed head 0, Lines and the Lesson the layer's
+    strongest "it" → "animal" head."""
     at = _open(_opened_in_heads(), view)
     assert_clean(at)
     assert _shown(at, key) == HEAD
@@ -116,6 +118,7 @@ def test_the_focus_token_chosen_in_one_view_is_the_focus_of_the_other(minilm) ->
         ("Step by step", "step_head", "head 3"),
         ("Circuits", "circ_head", "head 3"),
         ("Compare heads", "a_head", "3"),
+        ("Lesson", "lesson_head", "head 3"),
     ],
 )
 def test_an_older_link_naming_a_views_own_head_opens_it_and_it_is_shared(view: str, key: str, link: str,

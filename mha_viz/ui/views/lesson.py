@@ -13,23 +13,13 @@ from mha_viz.figures.lesson import mark_row
 from mha_viz.lesson import Panel, build_steps, default_head, focus_row, wo_origin
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import cached_figure, forget_figures, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx, follow_head, valid_choice
 from mha_viz.ui.lazy import LazyBoxes
 from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
 
 WINDOW_ROWS = 128  # query rows per matrix; a longer text is shown as a window the user moves
 PER_ROW, HEIGHT = 2, 380  # matrices side by side, and their height: Step by step's sizing (two per row, 380 px)
-AUTO = "_lesson_auto"  # session_state: (what the default was computed for, that default)
-
-
-def _follow_default(ctx: Ctx, auto: int) -> None:
-    """While the head shown is the default, a new text, model or layer moves it to that one's default."""
-    where = (ctx.config.model, ctx.c.text, ctx.part, ctx.layer)
-    before = st.session_state.get(AUTO)
-    if before is not None and before[0] != where and st.session_state.get("lesson_head") == before[1]:
-        st.session_state["lesson_head"] = auto
-    st.session_state[AUTO] = (where, auto)
 
 
 def wo_words(ctx: Ctx) -> str:
@@ -90,14 +80,14 @@ def _lesson(ctx: Ctx) -> None:
     b = ctx.base
     h = t.n_heads
     auto, why = default_head(t.pattern.numpy(), b.tokens.pieces, b.key_tokens.pieces)
-    _follow_default(ctx, auto)
-    valid_choice("lesson_head", list(range(h)), auto)
+    took = follow_head(ctx, "lesson_head", h, default=auto)  # the opened head (this layer's default while none is)
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     i = int(
         left.selectbox(
-            "Head", list(range(h)), key="lesson_head", bind="query-params", format_func=lambda j: f"head {j}"
+            "Head", list(range(h)), key="lesson_head", bind="query-params", format_func=lambda j: f"head {j}",
+            on_change=took,
         )
-    )
+    )  # fmt: skip
     BOXES.button(right, "lesson_open_all", "Every step's matrices and both claims at once (a longer page to draw).")
     st.markdown(
         escaped(
@@ -106,7 +96,7 @@ def _lesson(ctx: Ctx) -> None:
         + " Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
         "or the head and the lesson follows. Open a step to see its matrices."
     )
-    st.caption(escaped(f"Opened first: {why}."))
+    st.caption(escaped(f"Opened first: {why}." if i == auto else f"This layer's own first choice: {why}."))
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
