@@ -204,11 +204,21 @@ def _importance(s: Sizes) -> Cost:
                 s.n_layers * s.n_heads)  # fmt: skip
 
 
+PATCH_PASS_BYTES = 2**29  # a batch of patched runs holds at most this much of the model's activations
+
+
+def patch_batch(s: Sizes) -> int:
+    """Patched runs per forward pass (mha_viz.patching): at most 32, at most 256 MB of logits or hidden states,
+    and at most PATCH_PASS_BYTES of activations (a long text's batch is smaller, not refused)."""
+    width = s.vocab or s.d_model
+    return max(1, min(32, 2**28 // (F32 * s.n_q * width), PATCH_PASS_BYTES // max(1, s.pass_bytes(logit_rows=0))))
+
+
 def _patching(s: Sizes) -> Cost:
     """Activation patching (mha_viz.patching): the clean run's activations, then one patched run per head,
-    batched so that a pass holds at most 256 MB of logits (patching.BATCH_BYTES), up to 32 runs a pass."""
+    ``patch_batch`` runs a pass."""
     width = s.vocab or s.d_model
-    batch = max(1, min(32, 2**28 // (F32 * s.n_q * width)))
+    batch = patch_batch(s)
     return Cost(s.recording_bytes() + batch * (s.pass_bytes(logit_rows=0) + F32 * s.n_q * width),
                 (s.n_layers * s.n_heads + 2) * s.pass_gflop(), s.n_layers * s.n_heads)  # fmt: skip
 

@@ -9,6 +9,7 @@ the model installed). Each worker runs torch with one thread: the workers are th
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterable
 
 from mha_viz.corpus import Item, Scorer, Sums, added
@@ -36,6 +37,7 @@ def run_ray(
     from ray.util import ActorPool
 
     started = not ray.is_initialized()
+    saved = dict(os.environ)  # ray.init writes its own settings into this process's environment
     if started:
         kwargs = {"address": address} if address else {"num_cpus": workers, "include_dashboard": False}
         ray.init(**kwargs, runtime_env={"env_vars": WORKER_ENV}, log_to_driver=False, configure_logging=False)
@@ -59,4 +61,6 @@ def run_ray(
     finally:
         if started:
             ray.shutdown()
+            os.environ.clear()
+            os.environ.update(saved)
     return sums

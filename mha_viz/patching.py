@@ -192,9 +192,15 @@ def prepare(
 
 
 def batch_size(lm: LoadedModel, n_tokens: int) -> int:
-    """Patched runs per forward pass: at most MAX_BATCH, and at most BATCH_BYTES of float32 outputs."""
-    width = getattr(getattr(lm.model, "config", None), "vocab_size", 0) if lm.causal_lm else lm.d_model
-    return max(1, min(MAX_BATCH, BATCH_BYTES // (4 * n_tokens * max(1, int(width or lm.d_model)))))
+    """Patched runs per forward pass, as the budget counts them (budget.patch_batch: at most MAX_BATCH, at most
+    BATCH_BYTES of float32 outputs, at most budget.PATCH_PASS_BYTES of activations)."""
+    from mha_viz import budget
+
+    width = getattr(getattr(lm.model, "config", None), "vocab_size", 0) if lm.causal_lm else 0
+    d_head = lm.d_model // max(1, lm.n_heads)
+    layers = max(lm.n_layers(p) for p in lm.parts)
+    sizes = budget.Sizes(n_tokens, n_tokens, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, layers, int(width or 0))
+    return min(MAX_BATCH, budget.patch_batch(sizes))
 
 
 def _where(src: torch.Tensor, b: int) -> torch.Tensor:

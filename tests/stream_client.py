@@ -90,6 +90,19 @@ def serve(tmp: Path, env: dict[str, str] | None = None, root: Path = ROOT) -> It
             proc.wait(timeout=30)
 
 
+def run_async(coro: object) -> object:
+    """asyncio.run, also from a thread whose event loop is running (Playwright's sync API leaves one in the test
+    process after the browser tests): then in a thread of its own."""
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def rerun(query: str) -> bytes:
     """The BackMsg a browser sends to run the page at ``?query``."""
     msg = BackMsg()

@@ -153,7 +153,9 @@ def test_installed_cli_runs_outside_the_checkout(site: Path, tmp_path: Path, min
     assert main(["trace", "--text", text, "--layer", "0", "--out", str(tmp_path / "here.npz")]) == 0
     got, expected = np.load(tmp_path / "x.npz"), np.load(tmp_path / "here.npz")
     assert got["pattern"].shape[:2] == (1, 12)
-    np.testing.assert_array_equal(got["pattern"], expected["pattern"])
+    # the same computation; torch's thread count (this process's, which earlier tests may have changed, against a
+    # fresh one's) can move the last float32 digit of a matrix product
+    np.testing.assert_allclose(got["pattern"], expected["pattern"], rtol=0, atol=1e-6)
     assert list(got["tokens"]) == list(expected["tokens"])
 
 

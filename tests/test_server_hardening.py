@@ -21,7 +21,7 @@ from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests
 from mha_viz import server_limits
 from mha_viz.ui import guard, memo
 from mha_viz.ui.model_store import ModelStore
-from tests.stream_client import clear_cache, frame, open_silent, rerun, run_page, serve
+from tests.stream_client import clear_cache, frame, open_silent, rerun, run_async, run_page, serve
 
 SMOLLM2 = "src=SmolLM2-135M+%28bundled%29"
 LONG_TEXT = "+".join(["the animal did not cross the street because it was too tired"] * 40)  # 512 tokens (cut)
@@ -33,12 +33,12 @@ def test_a_script_cannot_make_the_server_reload_its_models(tmp_path: Path) -> No
     (main: each cycle reloaded it and kept the old one frozen, +520 MB per cycle)."""
     query = f"{SMOLLM2}&text=the+cat+sat&view=Heads"
     with serve(tmp_path) as server:
-        asyncio.run(run_page(server.ws_url, ""))  # the bundled model first (the preload's)
-        first = asyncio.run(run_page(server.ws_url, query))
+        run_async(run_page(server.ws_url, ""))  # the bundled model first (the preload's)
+        first = run_async(run_page(server.ws_url, query))
         assert first.finished and not first.errors, first.errors
         before = server.rss_mb()
         for _ in range(3):
-            page = asyncio.run(run_page(server.ws_url, query, before=(clear_cache(),)))
+            page = run_async(run_page(server.ws_url, query, before=(clear_cache(),)))
             assert page.finished and not page.errors, page.errors
         rise = server.rss_mb() - before
         assert rise < 200, f"the server grew {rise:.0f} MB over 3 clear_cache cycles"
@@ -89,7 +89,7 @@ def test_eight_concurrent_first_pages_after_a_start(tmp_path: Path, start: int) 
         return await asyncio.gather(*(run_page(url, q) for q in FIRST_PAGES))
 
     with serve(tmp_path) as server:
-        pages = asyncio.run(all_at_once(server.ws_url))
+        pages = run_async(all_at_once(server.ws_url))
     for query, page in zip(FIRST_PAGES, pages, strict=True):
         assert page.finished and not page.errors, (query, page.errors)
         assert page.elements > 10, query
@@ -116,7 +116,7 @@ def test_sessions_per_client_and_clients_that_never_read(tmp_path: Path) -> None
     env = {"MHA_VIZ_MAX_SESSIONS_PER_CLIENT": "3", "MHA_VIZ_SEND_QUEUE_MB": "2"}
     query = f"view=Heads&text={LONG_TEXT}"
     with serve(tmp_path, env) as server:
-        first = asyncio.run(run_page(server.ws_url, query))
+        first = run_async(run_page(server.ws_url, query))
         assert first.finished and not first.errors and first.sent_bytes < 2 * 2**20, first.errors
         socks = [open_silent(server.port, query) for _ in range(6)]
         opened = [s for s in socks if s is not None]
@@ -140,7 +140,7 @@ def test_sessions_per_client_and_clients_that_never_read(tmp_path: Path) -> None
         for s in again:
             s.close()
         time.sleep(2)
-        last = asyncio.run(run_page(server.ws_url, query))
+        last = run_async(run_page(server.ws_url, query))
         assert last.finished and not last.errors, last.errors
 
 
@@ -186,7 +186,7 @@ def test_the_process_wide_session_cap() -> None:
         await asyncio.gather(*tasks)
         return results + opened
 
-    results = asyncio.run(scenario())
+    results = run_async(scenario())
     assert "10.0.0.3:websocket.close:1013" in results
     assert "10.0.0.3" not in results and "http" in results
     assert sorted(r for r in results if r.startswith("10.0.0.") and ":" not in r) == ["10.0.0.1", "10.0.0.2"]
