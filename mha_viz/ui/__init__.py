@@ -182,9 +182,12 @@ def _to_tab(key: str) -> None:
 def _set_view(view: str) -> None:
     """The open view, in the session and in the link (?view=, left out for the first view)."""
     st.session_state["view"] = view
+    # written only when it changes: a write sends the whole link, and would undo a bound widget's own update
+    # made in the same run (the Rollout slider's rollout_layer)
     if view == VIEWS[0]:
-        st.query_params.pop("view", None)
-    else:
+        if "view" in st.query_params:
+            del st.query_params["view"]
+    elif st.query_params.get("view") != view:
         st.query_params["view"] = view
 
 
