@@ -242,9 +242,10 @@ def focus_default(labels: Sequence[str], changed: int | None) -> tuple[int, str]
         return q, ""
     nth = its.index(q) + 1
     where = "" if changed is None else f", the last one before the changed word (token {changed})"
-    return q, f"“it” occurs {len(its)} times: the focus is the {_ordinal(nth)} of {len(its)} (token {q}){where}."
+    return q, f"“it” occurs {len(its)} times: the focus is the {ordinal(nth)} of {len(its)} (token {q}){where}."
 
 
-def _ordinal(k: int) -> str:
+def ordinal(k: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
     return f"{k}{suffix}"

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _esc, _esc_seq, _f32, category_ticks
+from mha_viz.referents import ordinal
 
 MASK_COLOUR = "#bdbdbd"  # cells that are not numbers (masked scores, −∞): grey, and the hover says what they are
 _NOT_FINITE = (("−∞ (masked)", np.isneginf), ("+∞", np.isposinf), ("not a number", np.isnan))
@@ -96,9 +97,4 @@ def _axis_title(k: int, what: str) -> dict:
 def _thinned(k: int, what: str) -> dict | None:
     if k == 1:
         return None
-    return {"text": f"every {_ordinal(k)} {what} label shown; hover names each", "font": {"size": 10}}
-
-
-def _ordinal(k: int) -> str:
-    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
-    return f"{k}{suffix}"
+    return {"text": f"every {ordinal(k)} {what} label shown; hover names each", "font": {"size": 10}}
