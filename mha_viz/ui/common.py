@@ -210,6 +210,18 @@ def head_names(n: int) -> list[str]:
     return [f"head {i}" for i in range(n)]
 
 
+def kept_input(where, label: str, key: str, default: str, max_chars: int) -> str:
+    """A text box whose value outlives the runs that do not draw it. Streamlit forgets a widget's value in a run
+    that does not draw it (another tab open), so the box would come back empty; its last value is kept under a
+    shadow key and put back. ``where`` is st or a column."""
+    shadow = f"_kept_{key}"
+    if key not in st.session_state:
+        st.session_state[key] = st.session_state.get(shadow, default)
+    value = where.text_input(label, key=key, max_chars=max_chars)
+    st.session_state[shadow] = value
+    return value
+
+
 def layer_head_map(
     values: np.ndarray,
     title: str,

@@ -11,7 +11,7 @@ from mha_viz import patching as pt
 from mha_viz.figures import token_bars
 from mha_viz.referents import second_sentence
 from mha_viz.ui.cache import get_role_labels, model_of, tokens_of
-from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
+from mha_viz.ui.common import csv_bytes, downloads, kept_input, layer_head_map, plot
 from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
 from mha_viz.ui.memo import CACHES, SizedCache
 from mha_viz.ui.sidebar import plain
@@ -43,19 +43,21 @@ def _inputs(ctx: Ctx, decoder: bool) -> tuple[str, str, dict]:
     )
     kind = "dec" if decoder else "enc"
     if st.session_state.get("_patch_kind") != kind:  # a new kind of model: its own defaults
-        st.session_state.update(_patch_kind=kind, patch_clean=clean_default, patch_corrupt=corrupt_default)
+        for key in ("patch_clean", "patch_corrupt", "_kept_patch_clean", "_kept_patch_corrupt"):
+            st.session_state.pop(key, None)
+        st.session_state["_patch_kind"] = kind
     left, right = st.columns(2)
-    clean = left.text_input("Clean text", key="patch_clean", max_chars=2000)
-    corrupt = right.text_input("Corrupted text (the same number of tokens)", key="patch_corrupt", max_chars=2000)
+    clean = kept_input(left, "Clean text", "patch_clean", clean_default, 2000)
+    corrupt = kept_input(right, "Corrupted text (the same number of tokens)", "patch_corrupt", corrupt_default, 2000)
     cols = st.columns(3)
     if decoder:
-        answer = cols[0].text_input("Answer token", pt.IOI_ANSWERS[0], key="patch_answer", max_chars=40)
-        wrong = cols[1].text_input("Wrong token", pt.IOI_ANSWERS[1], key="patch_wrong", max_chars=40)
+        answer = kept_input(cols[0], "Answer token", "patch_answer", pt.IOI_ANSWERS[0], 40)
+        wrong = kept_input(cols[1], "Wrong token", "patch_wrong", pt.IOI_ANSWERS[1], 40)
         words = {"answer": answer, "wrong": wrong}
     else:
-        focus = cols[0].text_input("Focus token", pt.REFERENTS[0], key="patch_focus", max_chars=40)
-        r1 = cols[1].text_input("Referent 1", pt.REFERENTS[1], key="patch_ref1", max_chars=40)
-        r2 = cols[2].text_input("Referent 2", pt.REFERENTS[2], key="patch_ref2", max_chars=40)
+        focus = kept_input(cols[0], "Focus token", "patch_focus", pt.REFERENTS[0], 40)
+        r1 = kept_input(cols[1], "Referent 1", "patch_ref1", pt.REFERENTS[1], 40)
+        r2 = kept_input(cols[2], "Referent 2", "patch_ref2", pt.REFERENTS[2], 40)
         words = {"focus": focus, "referents": (r1, r2)}
     return clean, corrupt, words
 
