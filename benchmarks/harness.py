@@ -90,6 +90,33 @@ class App:
         self.log.unlink(missing_ok=True)
 
 
+class Proxy:
+    """HAProxy with deploy/haproxy.cfg on a free loopback port in front of two replica URLs (one replica: the same
+    URL twice), stopped on exit (a context manager). HAProxy comes from the system's packages."""
+
+    def __init__(self, replicas: list[str]) -> None:
+        first, second = (replicas * 2)[:2]
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "MHA_VIZ_PROXY_BIND": f"127.0.0.1:{self.port}"}
+        env.update(MHA_VIZ_APP1=first.removeprefix("http://"), MHA_VIZ_APP2=second.removeprefix("http://"))
+        config = str(ROOT / "deploy" / "haproxy.cfg")
+        self.proc = subprocess.Popen(["haproxy", "-db", "-f", config], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)  # fmt: skip
+
+    def __enter__(self) -> Proxy:
+        deadline = time.monotonic() + 30
+        while not healthy(self.url):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("HAProxy did not start (Debian: apt-get install haproxy)")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
 def _status_mb(pid: int, field: str) -> float:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:

@@ -18,6 +18,15 @@ if [ ! -x "$chromium" ]; then
   echo "mha-viz: the browser tests need Chromium at $chromium; install it (Debian: sudo apt-get install chromium) or set MHA_VIZ_CHROMIUM" >&2
   exit 1
 fi
+# The replica test (tests/e2e/test_replicas.py) puts the app behind a real HAProxy, from the system's packages.
+if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "mha-viz: installing HAProxy for the replica test (apt-get)" >&2
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends haproxy >/dev/null
+fi
+if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+  echo "mha-viz: the replica test needs HAProxy; install it (Debian: sudo apt-get install haproxy)" >&2
+  exit 1
+fi
 set +e
 "$venv/bin/python" -m pytest "$@"
 code=$?

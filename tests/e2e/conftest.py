@@ -86,9 +86,10 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def app_url() -> Iterator[str]:
-    """`streamlit run app.py` on a free local port; yields its base URL and stops it afterwards."""
+@contextlib.contextmanager
+def serve_app(env: dict[str, str] | None = None) -> Iterator[str]:
+    """`streamlit run app.py` on a free local port (``env`` added to this process's); yields its base URL once it
+    is healthy and stops it afterwards."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
@@ -99,7 +100,7 @@ def app_url() -> Iterator[str]:
         "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
     ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     log_dir = Path(tempfile.mkdtemp(prefix="mha-viz-e2e-"))
     log = log_dir / "streamlit.log"
     with log.open("wb") as out:
@@ -118,6 +119,13 @@ def app_url() -> Iterator[str]:
         _stop(proc)
         SERVER_LOGS.pop(url, None)
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def app_url() -> Iterator[str]:
+    """`streamlit run app.py` on a free local port; yields its base URL and stops it afterwards."""
+    with serve_app() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
