@@ -263,6 +263,7 @@ def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list
     """Trace ``model`` and compare with its own eager attention: (largest difference, kind, the layers compared).
     Raises Failed."""
     from mha_viz.config import Config
+    from mha_viz.models.capture import applied_weights
     from mha_viz.models.load import prepare
     from mha_viz.models.run import run_model
     from mha_viz.pipeline import Recording, layer_trace
@@ -313,7 +314,8 @@ def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list
         if t.output.shape != wo_out[(part, layer)][0].shape:
             raise Failed(f"{part} layer {layer}: W^O output of shape {tuple(t.output.shape)}, the model's "
                          f"{tuple(wo_out[(part, layer)][0].shape)}")  # fmt: skip
-        d_pattern = (t.pattern - attn[(part, layer)][0]).abs().max().item()
+        theirs = applied_weights(attn[(part, layer)][0], t.pattern, t.sink is not None)  # [h, q, k]
+        d_pattern = (t.pattern - theirs).abs().max().item()
         d_out = (t.output - wo_out[(part, layer)][0]).abs().max().item()
         for what, d in (("pattern", d_pattern), ("W^O output", d_out)):
             if not d <= TOL:

@@ -248,6 +248,16 @@ def _record(
 CHECK_BLOCK = 2**24  # elements of [h, rows, k_pos] compared at once (64 MB in float32)
 
 
+def applied_weights(reported: torch.Tensor, pattern: torch.Tensor, sink: bool) -> torch.Tensor:
+    """The weights a model applies to V, from the weights it reports. A model with learned sinks that reports the
+    softmax before its sink (granite_swa: the sink scales the output instead, by sigmoid(logsumexp − sink) =
+    Σ / (Σ + e^sink)) applies those rows times our rows' sums (1 − the sink's share); every other model reports
+    what it applies. Shapes: reported and pattern [..., q, k] (ours, with the sink); returns [..., q, k]."""
+    if sink and torch.allclose(reported.sum(-1), torch.ones((), dtype=reported.dtype)):
+        return reported * pattern.sum(-1, keepdim=True)
+    return reported
+
+
 def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
     """max |our pattern - the model's weights| over live rows, a block of query rows at a time (so a long
     text never needs a second and third [b, h, q_pos, k_pos] copy). With ``tile_cells``, our pattern's block
@@ -270,7 +280,8 @@ def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
         )  # fmt: skip
         if tile_cells:
             tiles.append(block_means(pattern[0].numpy(), f))  # [h, rows / f, ceil(nk / f)]
-        diff = pattern.sub_(_cpu(weights[..., sl, :])).abs_()  # in place: our fresh pattern is not kept
+        theirs = applied_weights(_cpu(weights[..., sl, :]), pattern, call.sink is not None)  # [b, h, rows, k]
+        diff = pattern.sub_(theirs).abs_()  # in place: our fresh pattern is not kept
         if bool(dead.any()):
             diff.masked_fill_(dead.unsqueeze(-1), 0.0)
         block = float(diff.max()) if diff.numel() else 0.0
