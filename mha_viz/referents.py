@@ -34,6 +34,29 @@ def focus_head(patterns: np.ndarray, q: int, k: int) -> tuple[int, int, float]:
     return int(layer), int(head), float(w[layer, head])
 
 
+def specific_head(patterns: np.ndarray, q: int, k: int) -> tuple[int, int, float, float, float]:
+    """(layer, head, weight, others' mean, others' max) of the head where query ``q``'s weight on key ``k`` stands
+    out most from the other queries' weight on that key: the largest weight(q, k) − mean over the other queries
+    that can see ``k`` (a key no head gives any weight from a row is masked for it). A head where every token
+    gives ``k`` much weight (a sink, a "look at the subject" head) says nothing about ``q``; this one does.
+    Ties go to the lowest layer, then the lowest head. Shapes: patterns [L, H, n_q, n_k]."""
+    p = np.asarray(patterns)
+    if p.ndim != 4 or not (0 <= q < p.shape[2] and 0 <= k < p.shape[3]):
+        raise ValueError(f"need patterns [L, H, n_q, n_k] and q, k inside them; got {p.shape}, q={q}, k={k}")
+    column = p[:, :, :, k]  # [L, H, n_q]
+    if not np.all(np.isfinite(column)):
+        raise ValueError("the patterns hold NaN or infinite weights")
+    others = [i for i in range(p.shape[2]) if i != q and bool((column[:, :, i] > 0).any())]
+    if not others:
+        layer, head, weight = focus_head(p, q, k)
+        return layer, head, weight, 0.0, 0.0
+    rest = column[:, :, others]  # [L, H, n_others]
+    lift = column[:, :, q] - rest.mean(-1)  # [L, H]
+    layer, head = np.unravel_index(int(np.argmax(lift)), lift.shape)
+    return (int(layer), int(head), float(column[layer, head, q]), float(rest[layer, head].mean()),
+            float(rest[layer, head].max()))  # fmt: skip
+
+
 def word(label: str) -> str:
     """A label's word, lowercased: "the (5)" -> "the", "It" -> "it", "Ġit" stays as is (decoders' labels are
     already readable)."""

@@ -98,6 +98,20 @@ def focus_rows(
     return np.stack([layer_rows(lm, rec, part, i, config, [q], measure)[:, 0] for i in range(lm.n_layers(part))])
 
 
+def focus_column(lm: LoadedModel, rec: Recording, part: str | None, config: Config, k: int) -> np.ndarray:
+    """Every query's weight on key ``k`` in every layer × head: patterns[:, :, :, k] without the patterns (rows in
+    chunks of CHUNK_CELLS scores, only the column kept). Shapes: returns [L, H, n_q] float32."""
+    part = lm.part(part)
+    out = []
+    for layer in range(lm.n_layers(part)):
+        call = rec.run.calls[(part, layer)]
+        h, n, nk = int(call.q.shape[1]), int(call.q.shape[-2]), int(call.k.shape[-2])
+        step = max(1, CHUNK_CELLS // max(1, h * nk))
+        out.append(np.concatenate([layer_rows(lm, rec, part, layer, config, slice(r, min(n, r + step)))[:, :, k]
+                                   for r in range(0, n, step)], axis=1))  # fmt: skip
+    return np.stack(out)
+
+
 def recorded_tiles(lm: LoadedModel, rec: Recording, part: str, config: Config, f: int) -> np.ndarray | None:
     """Every layer's weights as f×f block means kept during the recorded pass (Call.tiles: the checked pattern of
     each layer, pooled as it was computed), when they are what ``config`` would show: no what-if that changes the

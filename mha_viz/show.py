@@ -28,7 +28,7 @@ from mha_viz.config import Config
 from mha_viz.figures.notebook import offline
 from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import Recording, layer_trace, load, record
-from mha_viz.referents import focus_head, word
+from mha_viz.referents import specific_head, word
 from mha_viz.steps import head_steps, numbered
 from mha_viz.studies import all_patterns
 from mha_viz.trace import AttentionTrace, MhaVizError
@@ -101,13 +101,15 @@ def _token_index(labels: Sequence[str], token: str) -> int:
 
 
 def found(text: str, query: str = "it", key: str = "animal", model: str = "", device: str = "cpu") -> tuple:
-    """(layer, head, weight) of the head where ``query`` puts the most weight on ``key`` (referents.focus_head)."""
+    """(layer, head, weight) of the head the app opens on: where ``query``'s weight on ``key`` stands out most from
+    the other tokens' weight on ``key`` (referents.specific_head; not simply the largest weight, which can be a head
+    where every token looks at ``key``)."""
     p = patterns(text, model, device)
     lm, rec = _recording(text, model, device)
     part = lm.part(None)
     q = _token_index(rec.query_tokens(part).labels, query)
     k = _token_index(rec.key_tokens(part).labels, key)
-    return focus_head(p, q, k)
+    return specific_head(p, q, k)[:3]
 
 
 def heads(text: str, layer: int = 0, model: str = "", device: str = "cpu") -> go.Figure:

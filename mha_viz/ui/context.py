@@ -276,12 +276,7 @@ def follow_model(c: Controls, model_name: str, n_layers: int, find: Callable[[],
             st.query_params[key] = value
     if found is not None:
         model_name = SOURCES[c.kind].removesuffix(" (bundled)") if c.kind in ("bundled", "smollm2") else model_name
-        st.info(
-            plain(
-                f"Opened layer {layer}, head {head} of {model_name}: the head where “{found.query}” attends most to "
-                f"“{found.key}” ({found.weight:.2f})."
-            )
-        )
+        st.info(plain(f"Opened layer {layer}, head {head} of {model_name}: {found.why()}."))
 
 
 def _link_layer(key: str) -> int | None:

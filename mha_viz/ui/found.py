@@ -1,7 +1,9 @@
-"""The head the app opens on: where "it" attends most to "animal" (referents.focus_head on every layer's
-pattern), for pretrained self-attention; None where there is no such default (own weights, cross-attention,
-a text without a pronoun and an article before it, or a model too large to look at every layer). Only the
-pronoun's row of each layer is computed (ui.cache.get_focus_weights), never every layer's whole pattern."""
+"""The head the app opens on: where "it"'s weight on "animal" stands out most from the other tokens' weight on
+"animal" (referents.specific_head), for pretrained self-attention; None where there is no such default (own
+weights, cross-attention, a text without a pronoun and an article before it, or a model too large to look at
+every layer). A head where every token gives "animal" much weight (MiniLM's layer 5, head 11: 0.08–0.82) has the
+largest weight but says nothing about "it"; the caption names it and says so. Only the referent's column of each
+layer is kept (ui.cache.get_focus_column), never every layer's whole pattern."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from dataclasses import dataclass
 
 from mha_viz.config import Config
 from mha_viz.pipeline import encode
-from mha_viz.referents import default_pair, focus_head
+from mha_viz.referents import default_pair, focus_head, specific_head
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import get_focus_weights, model_of
+from mha_viz.ui.cache import get_focus_column, model_of
 from mha_viz.ui.links import plain
 
 log = logging.getLogger("mha_viz")
@@ -25,13 +27,29 @@ class Found:
     weight: float  # the model's own weight of query on key in that head
     query: str  # token labels
     key: str
+    others: float = 0.0  # the other tokens' mean weight on key in that head
+    others_max: float = 0.0
+    strongest: tuple[int, int, float, float, float] | None = None  # (layer, head, weight, others' min, max) of the
+    # head with the largest weight of query on key, where it is not this one
+
+    def why(self) -> str:
+        """What the head does, for the query and for the other tokens (plain text)."""
+        q, k = self.query, self.key
+        what = (
+            f"the head where “{q}” attends to “{k}” ({self.weight:.2f}) most unlike the other tokens, which give "
+            f"“{k}” {self.others:.2f} on average there (at most {self.others_max:.2f})"
+        )
+        if self.strongest is not None:
+            la, h, w, lo, hi = self.strongest
+            what += (f". Layer {la}, head {h} gives “{self.key}” more weight from “{self.query}” ({w:.2f}), but "
+                     f"almost every token does there ({lo:.2f}–{hi:.2f})")  # fmt: skip
+        return what
 
     def says(self, opened: bool) -> str:
         """A caption (markdown-escaped) naming the head and why."""
-        what = f"the head where “{self.query}” attends most to “{self.key}” ({self.weight:.2f})"
         if opened:
-            return plain(f"Opened on layer {self.layer}, head {self.head}: {what}.")
-        return plain(f"Layer {self.layer}, head {self.head} is {what}; choose that layer and head to see it.")
+            return plain(f"Opened on layer {self.layer}, head {self.head}: {self.why()}.")
+        return plain(f"Layer {self.layer}, head {self.head} is {self.why()}; choose that layer and head to see it.")
 
 
 def found_head(config: Config, text: str, target: str | None, part: str | None) -> Found | None:
@@ -46,8 +64,10 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
         pair = default_pair(labels)
         if pair is None:
             return None
-        weights = get_focus_weights(config, text, target, part, *pair)  # [L, H] = patterns[:, :, q, k]
-        layer, head, weight = focus_head(weights[:, :, None, None], 0, 0)
+        q, k = pair
+        column = get_focus_column(config, text, target, part, k)  # [L, H, n_q] = patterns[:, :, :, k]
+        layer, head, weight, others, others_max = specific_head(column[:, :, :, None], q, 0)
+        top = focus_head(column[:, :, :, None], q, 0)
     except MhaVizError as exc:  # an empty text, a budget: the page says so elsewhere
         log.info("no found head: %s", exc)
         return None
@@ -56,4 +76,8 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
         return None
     if not weight > 0:  # e.g. a causal mask hides the key from the query
         return None
-    return Found(layer, head, weight, labels[pair[0]], labels[pair[1]])
+    strongest = None
+    if top[:2] != (layer, head):
+        rest = [column[top[0], top[1], i] for i in range(column.shape[2]) if i != q]
+        strongest = (*top, float(min(rest, default=0.0)), float(max(rest, default=0.0)))
+    return Found(layer, head, weight, labels[q], labels[k], others, others_max, strongest)
