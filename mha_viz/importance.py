@@ -149,6 +149,21 @@ def pruning_curve(
     return np.asarray(values)
 
 
+def pruning_curves(scorer: Scorer, importance: np.ndarray, progress: Progress | None = None) -> dict[str, np.ndarray]:
+    """The pruning curve (heads removed least important first, pruning_order) against RANDOM_SEEDS random orders,
+    at curve_steps: {"steps" [k], "by_importance" [k], "random" [r, k]}; the one definition the view and the CLI
+    use. Shapes: importance [L, H]."""
+    order = pruning_order(importance)
+    steps = curve_steps(len(order))
+    orders = [order, *random_orders(scorer.heads, RANDOM_SEEDS)]
+    runs = []
+    for i, o in enumerate(orders):
+        what = "least important first: " if i == 0 else f"random order {i} of {len(orders) - 1}: "
+        part_progress = None if progress is None else (lambda f, s, i=i: progress((i + f) / len(orders), s))
+        runs.append(pruning_curve(scorer, o, steps, part_progress, what))
+    return {"steps": np.asarray(steps), "by_importance": runs[0], "random": np.stack(runs[1:])}
+
+
 def random_orders(heads: Sequence[Head], seeds: Sequence[int]) -> list[list[Head]]:
     """Random removal orders, one per seed (numpy's default generator)."""
     out = []

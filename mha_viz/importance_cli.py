@@ -27,7 +27,6 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
 
 
 def command(args: argparse.Namespace) -> None:
-    import numpy as np
 
     from mha_viz import importance as im
 
@@ -46,20 +45,19 @@ def command(args: argparse.Namespace) -> None:
     print("most important: " + ", ".join(f"L{la}H{h} {v:.4g}" for v, la, h in top))
     if curve_path is None:
         return
-    order = im.pruning_order(imp)
-    steps = im.curve_steps(len(order))
-    greedy = im.pruning_curve(scorer, order, steps)
-    rand = np.stack([im.pruning_curve(scorer, o, steps) for o in im.random_orders(scorer.heads, im.RANDOM_SEEDS)])
+    curves = im.pruning_curves(scorer, imp)
+    steps, greedy, rand = [int(k) for k in curves["steps"]], curves["by_importance"], curves["random"]
+    n = L * H
     with open(curve_path, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(CURVE_COLUMNS)
         for i, k in enumerate(steps):
             r = rand[:, i]
             writer.writerow(
-                [k, f"{k / len(order):.6g}", f"{greedy[i]:.6g}", *(f"{v:.6g}" for v in (r.mean(), r.min(), r.max()))]
+                [k, f"{k / n:.6g}", f"{greedy[i]:.6g}", *(f"{v:.6g}" for v in (r.mean(), r.min(), r.max()))]
             )
-    half = steps.index(min(steps, key=lambda k: abs(k - len(order) / 2)))
+    half = steps.index(min(steps, key=lambda k: abs(k - n / 2)))
     print(
-        f"wrote {curve_path}: {len(steps)} points; with {steps[half]} of {len(order)} heads removed: "
+        f"wrote {curve_path}: {len(steps)} points; with {steps[half]} of {n} heads removed: "
         f"{greedy[half]:.4g} by importance, {rand[:, half].mean():.4g} in random order (mean of {len(im.RANDOM_SEEDS)})"
     )

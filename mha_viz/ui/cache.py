@@ -295,17 +295,8 @@ def get_curve(
     key = _imp_key("curve", config, texts, target, part)
 
     def compute() -> dict[str, np.ndarray]:
-        lm = model_of(config)
-        scorer = importance.Scorer(lm, texts, part, target)
-        order = importance.pruning_order(get_importance(config, texts, target, part))
-        steps = importance.curve_steps(len(order))
-        orders = [order, *importance.random_orders(scorer.heads, importance.RANDOM_SEEDS)]
-        runs = []
-        for i, o in enumerate(orders):
-            what = "least important first: " if i == 0 else f"random order {i} of {len(orders) - 1}: "
-            part_progress = None if progress is None else (lambda f, s, i=i: progress((i + f) / len(orders), s))
-            runs.append(importance.pruning_curve(scorer, o, steps, part_progress, what))
-        return {"steps": np.asarray(steps), "by_importance": runs[0], "random": np.stack(runs[1:])}
+        scorer = importance.Scorer(model_of(config), texts, part, target)
+        return importance.pruning_curves(scorer, get_importance(config, texts, target, part), progress)
 
     return IMPORTANCE.get_or_compute(key, compute)
 
