@@ -86,8 +86,9 @@ def floor_change(browser, reps: int) -> float:
     return statistics.median(times)
 
 
-def controls(page: Page, meter: Meter, reps: int) -> dict[str, dict[str, float]]:
-    """Median of each control change; the controls sit in the tabs where users meet them."""
+def controls(page: Page, meter: Meter, reps: int, floor: float) -> dict[str, dict[str, float]]:
+    """Median of each control change (each printed when measured); the controls sit in the tabs where users meet
+    them."""
     out = {}
 
     def each(name: str, tab: str, action: Callable[[int], Callable[[], None]]) -> None:
@@ -96,6 +97,7 @@ def controls(page: Page, meter: Meter, reps: int) -> dict[str, dict[str, float]]
             timed(page, lambda: open_tab(page, tab))
         timed(page, action(0), optional=True)  # fills the caches this control uses (if it changed anything)
         out[name] = median_of([meter.measure(page, action(i)) for i in range(1, reps + 1)])
+        report(name, out[name], floor)
 
     layers = ["3", "1", "4", "2", "0", "5"]
     each("layer (Heads)", "Heads", lambda i: choose(page, "Layer", layers[i % len(layers)]))
@@ -140,8 +142,7 @@ def main() -> None:
                 page.wait_for_selector(DONE)
                 watch(page)
                 print(f"Seed sentence, bundled MiniLM, medians of {args.reps} changes each:")
-                for name, m in controls(page, meter, args.reps).items():
-                    report(name, m, floor)
+                controls(page, meter, args.reps, floor)
                 per_tab = tabs(page, meter, args.reps)
                 for name, m in per_tab.items():
                     report(f"tab switch → {name}", m, floor)

@@ -208,7 +208,9 @@ class choose:  # used like a function: timed(page, choose(page, label, option))
         self.page, self.label, self.option = page, label, option
 
     def prepare(self) -> None:
-        self.page.locator(f"input[aria-label='{self.label}']").first.click()
+        box = self.page.locator(f"input[aria-label='{self.label}']").first
+        box.evaluate("e => e.scrollIntoView({block: 'center'})")  # room below it for the list to open
+        box.click()
         self.page.get_by_role("option", name=self.option, exact=True).first.wait_for(state="visible")
         time.sleep(0.3)  # the list's opening animation
 
