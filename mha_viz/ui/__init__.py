@@ -11,11 +11,12 @@ from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.common import recording_figures
-from mha_viz.ui.context import Ctx, follow_model
+from mha_viz.ui.context import Ctx, follow_model, unmet
 from mha_viz.ui.errors import guarded
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
 from mha_viz.ui.memo import collect_garbage, drop_held, release_memory
+from mha_viz.ui.registry import BY_NAME, REGISTRY
 from mha_viz.ui.sidebar import (
     GROUP_OF,
     IGNORED,
@@ -33,55 +34,12 @@ from mha_viz.ui.sidebar import (
     url_value,
 )
 from mha_viz.ui.timing import timed_run
-from mha_viz.ui.views import (
-    ablation_view,
-    compare_view,
-    headcount_view,
-    heads_view,
-    overview_view,
-    roles_view,
-    rollout_view,
-    step_view,
-    two_view,
-    where_view,
-    wo_view,
-)
-from mha_viz.ui.views.circuits import circuits_view
-from mha_viz.ui.views.importance import importance_view
-from mha_viz.ui.views.induction import induction_view
-from mha_viz.ui.views.lesson import lesson_view
-from mha_viz.ui.views.lines import lines_view
-from mha_viz.ui.views.masks import masks_view
-from mha_viz.ui.views.next_token import next_token_view
-from mha_viz.ui.views.patching import patching_view
-from mha_viz.ui.views.variants import variants_view
 from mha_viz.ui.views.wo import WO_MODES
 from mha_viz.ui.warm import preload_plotly, start_model_load
 
 __all__ = ["guarded", "main", "plain"]
 log = logging.getLogger("mha_viz")
-VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {
-    "Lesson": lesson_view,
-    "Heads": heads_view,
-    "Lines": lines_view,
-    "Compare heads": compare_view,
-    "Head roles": roles_view,
-    "Where does it look?": where_view,
-    "Two sentences": two_view,
-    "Head count": headcount_view,
-    "W^O": wo_view,
-    "Masks": masks_view,
-    "Ablation": ablation_view,
-    "Head importance": importance_view,
-    "Variants": variants_view,
-    "Patching": patching_view,
-    "Circuits": circuits_view,
-    "Rollout": rollout_view,
-    "Step by step": step_view,
-    "Overview": overview_view,
-    "Next token": next_token_view,
-    "Induction": induction_view,
-}
+VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {v.name: v.run() for v in REGISTRY}  # every view, from the registry
 
 
 def _context(c: Controls) -> Ctx | None:
@@ -211,6 +169,8 @@ def _run_view(name: str, ctx: Ctx) -> None:
     admitted against the process budget while it runs, and cut if it runs past the time limit (ui/request.py)."""
     from mha_viz.ui.request import admitted
 
+    if unmet(BY_NAME[name], ctx):  # e.g. own weights in a view that looks across a pretrained model's layers
+        return
     with admitted(name, ctx), recording_figures() as drawn:
         VIEW_FUNCS[name](ctx)
     html_button(name, ctx, drawn)

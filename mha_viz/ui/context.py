@@ -16,6 +16,7 @@ from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import Base, get_all_patterns, get_trace
 from mha_viz.ui.common import Shown, trace_shown
 from mha_viz.ui.found import Found, found_head
+from mha_viz.ui.registry import View
 from mha_viz.ui.sidebar import IGNORED, SOURCES, Controls, note_ignored, plain, summarize, url_value
 
 
@@ -396,3 +397,10 @@ def needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:
         )
         return True
     return False
+
+
+def unmet(view: View, ctx: Ctx) -> bool:
+    """Say why ``view`` cannot run on this model and part (its registry needs), and return True; else False."""
+    if "pretrained" not in view.needs:
+        return False
+    return needs_pretrained(ctx, self_attention="self-attention" in view.needs)

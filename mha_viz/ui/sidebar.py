@@ -38,6 +38,7 @@ from mha_viz.ui.links import (  # noqa: F401 (re-exported for the views)
     summarize,
     url_value,
 )
+from mha_viz.ui.registry import GROUP_OF, VIEW_GROUPS, VIEWS  # noqa: F401 (re-exported: the navigation)
 
 log = logging.getLogger("mha_viz")
 
@@ -62,14 +63,7 @@ SOURCE_NOTES = {
 OWN_TOKENS = {"pieces": "word pieces (bundled tokenizer)", "words": "words (split on spaces)"}  # labels go in URLs
 MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
-VIEW_GROUPS = {  # the navigation: what the user wants, then the view (every one reachable in two clicks)
-    "Learn": ("Lesson", "Step by step", "Masks"),
-    "Look": ("Heads", "Lines", "Overview", "Compare heads", "Where does it look?", "Two sentences"),
-    "Explain": ("Head roles", "Induction", "Circuits", "Next token", "Rollout", "Patching"),
-    "What if": ("Head count", "W^O", "Ablation", "Head importance", "Variants"),
-}
-VIEWS = tuple(v for views in VIEW_GROUPS.values() for v in views)  # the link's ?view= values; Lesson first
-GROUP_OF = {v: group for group, views in VIEW_GROUPS.items() for v in views}
+# the navigation (VIEW_GROUPS, VIEWS, GROUP_OF) comes from the one registry of views: mha_viz/ui/registry.py
 
 
 TEXT_LABEL = "Text (Ctrl+Enter to apply)"  # a text area: Enter makes a new line

@@ -1,4 +1,4 @@
-"""One module per dashboard tab, each with its view function (named in ui.VIEW_FUNCS)."""
+"""One module per dashboard tab, each with its view function (listed, with its group and needs, in ui/registry.py)."""
 
 from mha_viz.ui.views.ablation import ablation_view
 from mha_viz.ui.views.compare import compare_view

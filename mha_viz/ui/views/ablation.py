@@ -8,12 +8,10 @@ from mha_viz.config import PART_NAMES
 from mha_viz.figures import token_bars
 from mha_viz.ui.cache import get_ablation
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, follow_head, needs_pretrained
+from mha_viz.ui.context import Ctx, follow_head
 
 
 def ablation_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx, self_attention=False):
-        return
     L, H = ctx.base.n_layers, ctx.base.n_heads
     c1, c2 = st.columns(2)
     took = follow_head(ctx, "abl_heads", H, layer_key="abl_layers", many=True)  # the opened head, in its layer

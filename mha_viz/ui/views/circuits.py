@@ -9,7 +9,7 @@ from mha_viz import circuits
 from mha_viz.figures import spectra
 from mha_viz.ui.cache import get_copying_map, get_head_weights, get_token_pairs
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, follow_head, needs_pretrained, open_head
+from mha_viz.ui.context import Ctx, clicked_points, follow_head, open_head
 
 CIRCUITS_TEXT = (
     "Head h scores query x_i against key x_j by x_i·W_Q^h·(x_j·W_K^h)ᵀ, so **W_Q^h·W_K^hᵀ** (the *QK circuit*, "
@@ -29,8 +29,6 @@ def _open_from_map() -> None:
 
 
 def circuits_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx):
-        return
     ctx.hiding_not_applied("circuits are properties of the weights, not of the tokens shown.")
     st.markdown(CIRCUITS_TEXT)
     w = get_head_weights(ctx.config, ctx.part, ctx.layer)

@@ -11,7 +11,7 @@ from mha_viz import importance
 from mha_viz.figures import pruning_figure
 from mha_viz.ui.cache import get_curve, get_importance, has_importance, model_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
+from mha_viz.ui.context import Ctx, clicked_points, open_head
 from mha_viz.ui.links import check_choice
 from mha_viz.ui.sidebar import EXAMPLES
 
@@ -68,8 +68,6 @@ def _cancel_button(key: str) -> None:
 
 
 def importance_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx, self_attention=False):
-        return
     lm = model_of(ctx.config)
     L, H = ctx.base.n_layers, ctx.base.n_heads
     n = L * H

@@ -12,7 +12,7 @@ from mha_viz.figures import token_bars
 from mha_viz.referents import second_sentence
 from mha_viz.ui.cache import get_role_labels, model_of, tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, kept_input, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
+from mha_viz.ui.context import Ctx, clicked_points, open_head
 from mha_viz.ui.memo import CACHES, SizedCache
 from mha_viz.ui.sidebar import plain
 from mha_viz.ui.views.importance import _cancel_button, _key, _progress, _run_button
@@ -76,8 +76,6 @@ def _scan(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str, progress=N
 
 
 def patching_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx, self_attention=False):
-        return
     lm = model_of(ctx.config)
     if lm.encoder_decoder:
         st.info("Patching takes a decoder-only or an encoder-only model; this one is an encoder-decoder model.")

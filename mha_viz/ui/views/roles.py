@@ -10,7 +10,7 @@ from mha_viz.figures import roles_map
 from mha_viz.roles import ROLE_RULES, SCORE_KEYS
 from mha_viz.ui.cache import get_roles
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, needs_pretrained, open_head
+from mha_viz.ui.context import Ctx, clicked_points, open_head
 
 ROLE_COLUMNS = ("layer", "head", "label", *SCORE_KEYS)
 
@@ -23,8 +23,6 @@ def _on_cell_click() -> None:
 
 
 def roles_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx):
-        return
     rows = get_roles(ctx.config, ctx.c.text, ctx.target, ctx.part)
     st.markdown(
         "Scores per head (Clark et al. 2019, Voita et al. 2019, Olsson et al. 2022), averaged over the query "

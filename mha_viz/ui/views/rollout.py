@@ -8,13 +8,11 @@ import streamlit as st
 from mha_viz.analysis import rollout
 from mha_viz.figures import matrix_heatmap
 from mha_viz.ui.common import downloads, plot
-from mha_viz.ui.context import Ctx, needs_pretrained
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import check_int
 
 
 def rollout_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx):
-        return
     ctx.hiding_not_applied("rollout multiplies whole attention matrices through the layers, so every token stays in.")
     p = ctx.patterns(follow_measure=True)
     ctx.measure_note()

@@ -11,7 +11,7 @@ from mha_viz.norms import shown_pattern
 from mha_viz.referents import default_pair, focus_head
 from mha_viz.ui.cache import get_focus_weights
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, open_head, set_linked, valid_choice
+from mha_viz.ui.context import Ctx, forget, map_click, open_head, set_linked, valid_choice
 from mha_viz.ui.sidebar import plain
 from mha_viz.ui.window import row_window
 
@@ -57,8 +57,6 @@ def default_query_key(labels: list[str], key_labels: list[str], causal: bool) ->
 
 
 def where_view(ctx: Ctx) -> None:
-    if needs_pretrained(ctx, self_attention=False):
-        return
     ctx.hiding_not_applied("the weights ranked are the model's own, over every token.")
     labels, key_labels = list(ctx.base.tokens.labels), list(ctx.base.key_tokens.labels)
     causal = (ctx.base.causal or ctx.config.causal) and ctx.part != "cross"  # key j visible from query i iff j <= i
