@@ -138,10 +138,12 @@ def test_lesson_steps_are_the_trace(minilm) -> None:
     it, animal = labels.index("it"), labels.index("animal")
     head = int(np.argmax(t.pattern[:, it, animal].numpy()))  # the default: most weight from "it" to "animal"
     assert at.selectbox(key="lesson_head").value == head
-    (x,) = specs(at)  # the page opens on step 1 only: X, the one matrix drawn
+    first, x = specs(at)  # the first screen: the head's attention beside the words, then step 1 (X) only
+    np.testing.assert_allclose(_z(first), t.pattern[head].double().numpy(), rtol=1e-5, atol=1e-5)
+    assert first["layout"]["title"]["text"].startswith(f"Head {head}: attention weights [15 × 15]")
     np.testing.assert_allclose(_z(x), t.x.double().numpy(), rtol=1e-5, atol=1e-5)
     assert len([c for c in at.caption if c.value.startswith("More: the ")]) == 1
-    s = specs(open_all(at))
+    s = specs(open_all(at))[1:]  # after the first screen's
     assert len(s) == 13  # X; Q, K, V; QKᵀ; scaled; masked; softmax; z, concat, output; claims (a) and (b)
     qk = t.q[head].double() @ t.k[head].double().T  # [n, n]
     expected = [t.x, t.q[head], t.k[head], t.v[head], qk, qk * t.scale, t.scores[head], t.pattern[head],
@@ -208,18 +210,20 @@ def test_lesson_mask_hover_and_head_from_the_link(minilm) -> None:
     text = np.asarray(heatmaps(masked)[0]["text"], dtype=object)
     assert (text[above] == "−∞ (masked)").all() and not any("nan" in str(v).lower() for v in text.ravel())
     _, _, (t,) = traces(Config(causal=True), SENTENCE, layers=[0], lm=minilm)
-    np.testing.assert_allclose(_z(specs(at)[7]), t.pattern[3].numpy(), atol=1e-6)  # head 3's softmax
+    np.testing.assert_allclose(_z(specs(at)[0]), t.pattern[3].numpy(), atol=1e-6)  # the first screen: head 3's
+    np.testing.assert_allclose(_z(specs(at)[8]), t.pattern[3].numpy(), atol=1e-6)  # and step 6's softmax
     at.selectbox(key="lesson_head").set_value(5).run()
     assert_clean(at)
-    assert len(specs(at)) == 13 and specs(at)[1]["layout"]["title"]["text"].startswith("Q_5")  # steps stay open
+    assert len(specs(at)) == 14 and specs(at)[2]["layout"]["title"]["text"].startswith("Q_5")  # steps stay open
     at.button(key="lesson_open_all").click().run()  # "Close all steps"
     assert_clean(at)
-    assert not specs(at) and at.button(key="lesson_open_all").label == "Open all steps"
+    assert len(specs(at)) == 1 and at.button(key="lesson_open_all").label == "Open all steps"  # the first screen
     opened = dict(at.session_state["_lesson_opened"])  # every one closed
     at.session_state["_lesson_opened"] = opened | {"lesson_step_6": True}  # one opened (as a click on its header)
     at.run()
-    (softmax,) = specs(at)
+    first, softmax = specs(at)
     np.testing.assert_allclose(_z(softmax), t.pattern[5].numpy(), atol=1e-6)
+    np.testing.assert_allclose(_z(first), t.pattern[5].numpy(), atol=1e-6)
 
 
 def test_lesson_default_head_follows_the_layer(minilm) -> None:
@@ -278,8 +282,8 @@ def test_lesson_on_smollm2_shows_q_k_v_as_used() -> None:
     _, _, (t,) = traces(Config(model="smollm2"), SENTENCE, layers=[2], lm=lm)
     i = at.selectbox(key="lesson_head").value
     g = i // t.group
-    s = specs(at)
-    titles = _titles(at)
+    s = specs(at)[1:]  # after the first screen's attention
+    titles = _titles(at)[1:]
     assert titles[1].startswith(f"Q_{i} = X · W_Q^{i}, before rotation") and "rotated" in titles[4]
     want = [t.x, t.q_pre[i], t.k_pre[g], t.v[g], t.q[i], t.k[g]]
     for spec, m in zip(s, want, strict=False):

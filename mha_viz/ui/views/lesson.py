@@ -89,21 +89,32 @@ def _lesson(ctx: Ctx) -> None:
         )
     )  # fmt: skip
     BOXES.button(right, "lesson_open_all", "Every step's matrices and both claims at once (a longer page to draw).")
-    st.markdown(
+    # the first screen: the words beside the head's attention (half the width for a long text's many columns)
+    intro, first = st.columns([3, 2] if len(t.tokens) <= 30 else [2, 3])
+    intro.markdown(
         escaped(
             f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}."
         )
-        + " Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
-        "or the head and the lesson follows. Open a step to see its matrices."
+        + " On the right, what this head ends with: each token's attention weights over the tokens (a row sums to "
+        "1). Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
+        "or the head and the lesson follows. Open a step to see how the weights are made."
     )
-    st.caption(escaped(f"Opened first: {why}." if i == auto else f"This layer's own first choice: {why}."))
+    intro.caption(escaped(f"Opened first: {why}." if i == auto else f"This layer's own first choice: {why}."))
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
     it = focus_row(b.tokens.pieces)
     marked = it is not None and rows.start <= it < rows.stop
+    pattern = next((p for step in steps for p in step.panels if p.kind == "weights"), None)
+    if pattern is not None:
+        with first:
+            shown = window_rows(pattern, rows)
+            fig = lesson_figure(dataclasses.replace(shown, title=f"Head {i}: attention weights {shown.shape}"))
+            if marked and shown.row_labels == tuple(t.tokens[rows]):
+                fig = mark_row(fig, it - rows.start, t.tokens[it])
+            plot(fig, "lesson_first", ctx.c.image_format)
     if marked:
-        st.caption(escaped(f"The row of “{t.tokens[it]}” (token {it}) is outlined in red in every matrix of tokens."))
+        intro.caption(escaped(f"The row of “{t.tokens[it]}” (token {it}) is outlined in red in every token matrix."))
     for step in steps:
         box = BOXES.box(f"Step {step.number}. {step.title}", STEP_KEY.format(step.number))
         if not box.open:
