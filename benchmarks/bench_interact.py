@@ -1,6 +1,8 @@
 """Every control change on the seed sentence, in Chromium: from the input to an idle page with the new figures drawn.
 
-Run:  python benchmarks/bench_interact.py [--reps 5]
+Run:  python benchmarks/bench_interact.py [--reps 5] [--busy 2]
+--busy N: N processes keep a core busy each while the dashboard is measured (users' machines are shared); the
+floor is measured quiet.
 The real app (`streamlit run app.py`, bundled MiniLM, the seed sentence) in system Chromium. Each control is
 changed --reps times (alternating values, so every change is a real one) and the median is printed with the
 target (<= 0.5 s) and two ratios: against the target, and against the floor, a bare Streamlit page whose
@@ -24,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import CHROMIUM, CHROMIUM_ARGS, DONE, App, check_chromium, choose, open_tab, timed, watch
+from harness import CHROMIUM, CHROMIUM_ARGS, DONE, App, Busy, check_chromium, choose, open_tab, timed, watch
 from playwright.sync_api import Page, sync_playwright
 
 TARGET_S = 0.5
@@ -126,6 +128,7 @@ def tabs(page: Page, meter: Meter, reps: int) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5, help="changes per control (median)")
+    parser.add_argument("--busy", type=int, default=0, help="busy processes beside the dashboard")
     args = parser.parse_args()
     check_chromium()
     timings = Path(tempfile.mkstemp(prefix="mha-viz-timings-", suffix=".jsonl")[1])
@@ -134,14 +137,15 @@ def main() -> None:
         try:
             floor = floor_change(browser, args.reps)
             print(f"floor (bare Streamlit page, one 15 × 15 heatmap redrawn): {floor:.2f} s per change")
-            with App(env={"MHA_VIZ_TIMINGS": str(timings)}) as app:
+            with App(env={"MHA_VIZ_TIMINGS": str(timings)}) as app, Busy(args.busy):
                 page = browser.new_page(viewport=VIEWPORT)
                 meter = Meter(page, timings)
                 page.goto(app.url)
                 page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=120_000)
                 page.wait_for_selector(DONE)
                 watch(page)
-                print(f"Seed sentence, bundled MiniLM, medians of {args.reps} changes each:")
+                beside = f", {args.busy} busy processes beside it" if args.busy else ", quiet"
+                print(f"Seed sentence, bundled MiniLM{beside}, medians of {args.reps} changes each:")
                 controls(page, meter, args.reps, floor)
                 per_tab = tabs(page, meter, args.reps)
                 for name, m in per_tab.items():

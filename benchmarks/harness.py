@@ -117,6 +117,21 @@ class Proxy:
         self.proc.wait(timeout=10)
 
 
+class Busy:
+    """``n`` processes that keep a core busy each (a shared user's machine), stopped on exit (a context manager)."""
+
+    def __init__(self, n: int) -> None:
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+    def __enter__(self) -> Busy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
 def _status_mb(pid: int, field: str) -> float:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:

@@ -21,7 +21,7 @@ from mha_viz import app_cli, corpus_cli, export_cli, importance_cli, patch_cli, 
 from mha_viz.cli_options import add_device, check_out, is_own, model_name, pretrained
 from mha_viz.config import MAX_D_MODEL, MAX_HEADS, MAX_SEED
 from mha_viz.errors import MhaVizError
-from mha_viz.threads import configure_threads
+from mha_viz.threads import adapt, configure_threads
 
 if TYPE_CHECKING:  # the CLI parses its arguments before torch and numpy load (--help, errors: fast)
     import numpy as np
@@ -321,6 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         configure_threads()  # MHA_VIZ_TORCH_THREADS (1 when hosted), before the command imports torch
+        if args.command != "models":
+            adapt(probe=True)  # else: the cores other processes leave free (a busy machine), see mha_viz/threads.py
         commands = {
             "trace": _trace_command,
             "roles": _roles_command,

@@ -40,3 +40,54 @@ def test_torch_runs_on_the_threads_asked_for() -> None:
     out = subprocess.run([sys.executable, "-c", code], env={**env, "MHA_VIZ_TORCH_THREADS": "1"}, capture_output=True,
                          text=True, check=True, timeout=120)  # fmt: skip
     assert out.stdout.split() == ["1", "1"]
+
+
+def _unfixed(monkeypatch) -> None:
+    for name in ("MHA_VIZ_TORCH_THREADS", "MHA_VIZ_HOSTED", "MHA_VIZ_ALLOWED_MODELS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(threads, "_last", None)
+
+
+def test_adapt_gives_torch_the_cores_others_leave_free(monkeypatch) -> None:
+    """/proc/stat and this process's CPU time, read as a sequence: 4 cores; over the probe's 0.2 s the machine was
+    busy for 0.7 core-seconds, of which this process 0.2: others kept 2.5 cores busy, so torch gets 4 − 2 (round half
+    to even: 2.5 → 2) = 2 threads, then all 4 when the others stop. A look within MIN_WINDOW_S changes nothing."""
+    import torch
+
+    _unfixed(monkeypatch)
+    samples = iter([(0.0, 0.0, 0.0), (0.2, 0.7, 0.2), (0.3, 0.8, 0.3), (1.2, 1.7, 1.2)])  # (wall, busy, own)
+    monkeypatch.setattr(threads, "_sample", lambda: next(samples))
+    monkeypatch.setattr(threads, "cores", lambda: 4)
+    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        assert threads.adapt(probe=True) == 2 and torch.get_num_threads() == 2
+        assert threads.adapt() is None and torch.get_num_threads() == 2  # 0.1 s later: too soon to tell
+        assert threads.adapt() == 4 and torch.get_num_threads() == 4  # (4.5 − 3.5) − (2 − 1) = 0 others
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_adapt_leaves_a_fixed_count_alone(monkeypatch) -> None:
+    _unfixed(monkeypatch)
+    monkeypatch.setenv("MHA_VIZ_TORCH_THREADS", "1")
+    monkeypatch.setattr(threads, "_sample", lambda: (_ for _ in ()).throw(AssertionError("measured")))
+    assert threads.fixed() and threads.adapt(probe=True) is None
+
+
+def test_busy_processes_are_seen_on_this_machine(monkeypatch) -> None:
+    """Two real busy processes: the probe counts at least one busy core that is not this process's."""
+    _unfixed(monkeypatch)
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        threads.others_busy()  # the first look
+        import time
+
+        time.sleep(0.6)
+        others = threads.others_busy()
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+    assert others is not None and others >= min(1.5, threads.cores() - 0.5), others

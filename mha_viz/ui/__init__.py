@@ -9,6 +9,7 @@ import streamlit as st
 
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
+from mha_viz.threads import adapt
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx, follow_model, unmet
@@ -84,6 +85,7 @@ def main() -> None:
 def _main() -> None:
     st.set_page_config(page_title="mha-viz: multi-head attention", layout="wide")
     collect_garbage()  # what earlier runs left in reference cycles
+    adapt()  # torch's threads: the cores other processes leave free (a busy machine), unless the count is fixed
     start_model_load()  # a cold server: the bundled model loads while the sidebar is drawn
     preload = preload_plotly()  # the browser fetches Plotly's code meanwhile
     st.session_state[IGNORED] = {}  # link values this run could not use, shown once at the top
