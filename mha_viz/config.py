@@ -49,6 +49,13 @@ class Config:
     tokens: str = "pieces"  # "pieces" (bundled tokenizer, [CLS]/[SEP]) | "words" (split on whitespace)
     positions: bool = False  # add position embeddings to X (sinusoidal for random, the model's otherwise)
     weights_file: bytes | None = field(default=None, repr=False)
+    # own weights as another layer (mha_viz.own_variants): "mha" | "gqa" | "mqa" | "mohsa" | "moh" | "dcmha"
+    variant: str = "mha"
+    variant_groups: int = 2  # gqa: K/V groups
+    variant_width: int = 4  # mohsa: overlap on each side
+    variant_top_k: int = 2  # moh: heads per token
+    variant_gates: str = "router"  # moh: "router" | "equal"
+    variant_rank: int = 2  # dcmha: rank of the cross-head mixing
     # what-ifs
     heads: int | None = None  # re-split into this many heads (None: as the layer has them)
     wo: str = "learned"  # "learned" | "identity" | "random"

@@ -27,6 +27,8 @@ class Step:
     signed: bool
     shape: str
     key_rows: bool = False  # rows are key tokens (K, V)
+    row_labels: tuple[str, ...] | None = None  # rows that are not tokens (heads): their labels
+    col_labels: tuple[str, ...] | None = None  # columns that are heads: their labels
 
 
 def numbered(steps: Sequence[Step]) -> list[str]:
@@ -104,4 +106,57 @@ def head_steps(
         gate = Step(7, "the model's gate / norm on the heads (what W^O reads)", t.wo_input.numpy(), False,
                     "W^O input", True, f"[{n} × {t.wo_input.shape[-1]}]")  # fmt: skip
         steps.insert(len(steps) - 1, gate)
+    return steps
+
+
+def variant_steps(res: object, name: str, i: int, mha_output: np.ndarray) -> list[Step]:
+    """The extra matrices of own weights computed as another layer (mha_viz.own_variants.VariantOutput ``res``),
+    for head ``i``: the variant's own steps (K/V groups, overlapping columns, router and gates, cross-head
+    mixing), head i's weights and output, the layer's output and its difference from MHA's (``mha_output``
+    [n × d]). Numbered 8 onwards (after the seven steps of plain MHA). Shapes: each Step.z is 2-D."""
+    pattern, z, out = res.pattern.numpy(), res.z.numpy(), res.output.numpy()  # [h, n, n], [h, n, e], [n, d]
+    h, n, _ = pattern.shape
+    d = out.shape[1]
+    ex = {k: v.numpy() for k, v in res.extras.items()}
+    heads_ = tuple(f"head {j}" for j in range(h))
+    steps: list[Step] = []
+    if "K groups" in ex:  # [n, g, dk]
+        g_count, size = ex["K groups"].shape[1], h // ex["K groups"].shape[1]
+        g, dk = i // size, ex["K groups"].shape[2]
+        heads = f"heads {g * size}–{(g + 1) * size - 1}"
+        steps += [
+            Step(8, f"K group {g} of {g_count} (the mean of {heads}' W_K; K groups [{n} × {g_count} × {dk}])",
+                 ex["K groups"][:, g], False, "K", True, f"[{n} × {dk}]", True),
+            Step(8, f"V group {g} of {g_count} (the mean of {heads}' W_V)", ex["V groups"][:, g], False, "V", True,
+                 f"[{n} × {dk}]", True),
+        ]  # fmt: skip
+    if "columns" in ex:  # [h, dk + 2w]
+        cols = ex["columns"]
+        onehot = np.zeros((h, int(cols.max()) + 1))
+        for j in range(h):
+            onehot[j, cols[j]] = 1.0
+        steps.append(Step(8, "columns each head reads (1 = read; neighbours overlap)", onehot, False, "read", False,
+                          f"[{h} heads × {onehot.shape[1]} columns]", row_labels=heads_))  # fmt: skip
+    if "router scores" in ex:  # [n, h]
+        steps += [
+            Step(8, "router scores softmax(X · W_r), per token", ex["router scores"], False, "score", False,
+                 f"[{n} × {h}]", col_labels=heads_),
+            Step(8, "gates: the chosen heads' weights (0 = head not used)", ex["gates"], False, "gate", False,
+                 f"[{n} × {h}]", col_labels=heads_),
+        ]  # fmt: skip
+    if "pre-softmax mixing" in ex:  # [h, h]
+        steps += [
+            Step(8, "pre-softmax mixing I + W1·W2 (row: from head, column: to head)", ex["pre-softmax mixing"], False,
+                 "mix", True, f"[{h} × {h}]", row_labels=heads_, col_labels=heads_),
+            Step(8, "post-softmax mixing I + W1·W2", ex["post-softmax mixing"], False, "mix", True, f"[{h} × {h}]",
+                 row_labels=heads_, col_labels=heads_),
+            Step(8, f"head {i}'s composed scores (before the mask)", ex["scores composed"][i], True, "scores", True,
+                 f"[{n} × {n}]"),
+        ]  # fmt: skip
+    steps += [
+        Step(9, f"head {i}'s attention weights in this layer", pattern[i], True, "weight", False, f"[{n} × {n}]"),
+        Step(9, f"head_{i} = weights · V", z[i], False, "z", True, f"[{n} × {z.shape[2]}]"),
+        Step(10, "the layer's output", out, False, "output", True, f"[{n} × {d}]"),
+        Step(10, "output − MHA's output", out - mha_output, False, "difference", True, f"[{n} × {d}]"),
+    ]
     return steps

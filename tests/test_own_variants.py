@@ -182,3 +182,43 @@ def test_bad_settings_are_clear_errors(setup, spec, words) -> None:
     w, x = setup
     with pytest.raises(MhaVizError, match=words):
         run_variant(w, x, spec)
+
+
+# --- the dashboard: the sidebar's variant (from the link) adds its steps to Step by step and the Lesson -----------
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"ovar": "GQA (grouped K/V)", "ovar_g": "2"}, ("K group 0 of 2", "[6 × 16]")),
+        ({"ovar": "MQA (one K/V head)"}, ("K group 0 of 1", "V group 0 of 1")),
+        (
+            {"ovar": "MOHSA (overlapping heads)", "ovar_w": "3"},
+            (
+                "columns each head reads",
+                "head 0's attention weights in this layer   [6 × 6]",
+                "head_0 = weights · V   [6 × 22]",
+            ),
+        ),
+        ({"ovar": "MoH (routed heads)", "ovar_k": "2"}, ("router scores", "gates")),
+        ({"ovar": "DCMHA (composed heads, static)", "ovar_r": "1"}, ("pre-softmax mixing", "[4 × 4]")),
+    ],
+)
+def test_step_by_step_shows_the_variant_steps(minilm, params, expected) -> None:
+    from tests.test_app import assert_clean, run_app, specs
+
+    at = run_app(src="Own weights", own_heads="4", d_model="64", view="Step by step", text="a b c d", **params)
+    assert_clean(at)
+    titles = [s["layout"]["title"]["text"] for s in specs(at) if "title" in s["layout"]]
+    for words in expected:
+        assert any(words in t for t in titles), (words, titles)
+    assert any("output − MHA's output" in t for t in titles)
+
+
+def test_lesson_and_bad_group_count(minilm) -> None:
+    from tests.test_app import assert_clean, run_app, specs
+
+    at = run_app(src="Own weights", own_heads="4", d_model="64", view="Lesson", ovar="MoH (routed heads)")
+    assert_clean(at)
+    assert any("router scores" in s["layout"]["title"]["text"] for s in specs(at) if "title" in s["layout"])
+    at = run_app(src="Own weights", own_heads="4", d_model="64", view="Step by step", ovar="GQA (grouped K/V)",
+                 ovar_g="3")  # fmt: skip
+    assert not at.exception and any("choose one of 1, 2, 4" in e.value for e in at.error)

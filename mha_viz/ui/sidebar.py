@@ -24,6 +24,7 @@ from mha_viz.config import (
 )
 from mha_viz.models.sources import allowed_models
 from mha_viz.own import INITS
+from mha_viz.own_variants import GATES, VARIANT_NAMES, VARIANTS
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_own_weights, get_weights_file
 from mha_viz.ui.links import (  # noqa: F401 (re-exported for the views)
@@ -142,7 +143,9 @@ def _own_controls() -> dict:
         help=by_file or "xavier: as torch.nn.MultiheadAttention; identity: attention = embedding similarity",
     )  # fmt: skip
     d_model, heads = shape or (int(d_model), int(heads))
+    variant = _variant_controls(int(heads))
     return {
+        **variant,
         "d_model": d_model,
         "n_heads": heads,
         "seed": int(seed),
@@ -181,6 +184,42 @@ def _uploaded_weights() -> tuple[bytes | None, tuple[int, int] | None]:
         "number of heads and init boxes above do not apply while it is loaded."
     )
     return data, (d, h)
+
+
+def _variant_controls(heads: int) -> dict:
+    """Own weights as another layer (mha_viz.own_variants): the variant and its one setting, in the link."""
+    sb = st.sidebar
+    check_choice("ovar", [VARIANT_NAMES[v] for v in VARIANTS], VARIANT_NAMES["mha"])
+    variant = sb.selectbox(
+        "Layer variant", VARIANTS, format_func=VARIANT_NAMES.get, key="ovar", bind="query-params",
+        help="Step by step and the Lesson add the variant's own steps (the other views show plain MHA)",
+    )  # fmt: skip
+    out: dict = {"variant": variant}
+    if variant == "gqa":
+        bind = check_int("ovar_g", 1, MAX_HEADS, min(2, heads))
+        out["variant_groups"] = int(
+            sb.number_input("K/V groups g (divides the heads)", 1, MAX_HEADS, min(2, heads), key="ovar_g", bind=bind)
+        )
+    elif variant == "mohsa":
+        bind = check_int("ovar_w", 0, MAX_D_MODEL, 4)
+        out["variant_width"] = int(sb.number_input("Overlap w (columns each side)", 0, MAX_D_MODEL, 4, key="ovar_w",
+                                                   bind=bind))  # fmt: skip
+    elif variant == "moh":
+        bind = check_int("ovar_k", 1, MAX_HEADS, min(2, heads))
+        out["variant_top_k"] = int(
+            sb.number_input("Heads per token (top-k)", 1, MAX_HEADS, min(2, heads), key="ovar_k", bind=bind)
+        )
+        check_choice("ovar_gates", GATES, GATES[0])
+        out["variant_gates"] = sb.radio(
+            "Gates", GATES, key="ovar_gates", bind="query-params", horizontal=True,
+            help="router: the router's softmax score; equal: 1 per chosen head",
+        )  # fmt: skip
+    elif variant == "dcmha":
+        bind = check_int("ovar_r", 0, MAX_HEADS, min(2, heads))
+        out["variant_rank"] = int(
+            sb.number_input("Mixing rank r", 0, MAX_HEADS, min(2, heads), key="ovar_r", bind=bind)
+        )
+    return out
 
 
 def weights_download(config: Config) -> None:

@@ -17,6 +17,7 @@ from mha_viz.ui.context import Ctx, follow_head, valid_choice
 from mha_viz.ui.lazy import LazyBoxes
 from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
+from mha_viz.ui.views.step_by_step import variant_section
 
 WINDOW_ROWS = 128  # query rows per matrix; a longer text is shown as a window the user moves
 PER_ROW, HEIGHT = 2, 380  # matrices side by side, and their height: Step by step's sizing (two per row, 380 px)
@@ -131,6 +132,7 @@ def _lesson(ctx: Ctx) -> None:
                             fig = mark_row(fig, it - rows.start, t.tokens[it])
                         plot(fig, f"lesson_{step.number}_{start + j}", ctx.c.image_format)
             st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
+    variant_section(ctx, t, i, rows, "lesson_variant")  # own weights as GQA/MQA/MOHSA/MoH/DCMHA: the extra steps
     _claims(ctx, rows)
 
 
