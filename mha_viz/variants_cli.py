@@ -9,6 +9,7 @@ import csv
 from mha_viz.cli_options import add_device, check_out, pretrained
 
 COLUMNS = ("grouping", "kv_heads", "kv_cache_bytes", "change")
+MOH_COLUMNS = ("k", "change_routed", "change_static")
 
 
 def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
@@ -19,6 +20,12 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
     p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
     p.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
     p.add_argument("--part", choices=parts, default=None, help="whose heads (default: the model's first attention)")
+    p.add_argument(
+        "--moh",
+        action="store_true",
+        help="instead: mixture of heads, top-k heads per token against static pruning (columns k, change_routed, "
+        "change_static)",
+    )
     add_device(p)
     p.add_argument(
         "--out", required=True, help="write FILE.csv: one row per (grouping, kv_heads): kv_cache_bytes, change"
@@ -30,6 +37,9 @@ def command(args: argparse.Namespace) -> None:
 
     check_out(args.out, ".csv")
     lm = pretrained(args, "variants needs a pretrained model; own weights are one layer with no output to measure")
+    if args.moh:
+        _moh(lm, args)
+        return
     found = variants.study(lm, args.text, args.part, args.target)
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
@@ -44,3 +54,20 @@ def command(args: argparse.Namespace) -> None:
         aligned = next((a.change for a in found.curve("aligned") if a.kv_heads == p.kv_heads), None)
         other = "" if aligned is None else f", aligned {aligned:.4g}"
         print(f"  {p.kv_heads} K/V heads: {p.long_cache_bytes / 2**20:,.0f} MiB; change mean {p.change:.4g}{other}")
+
+
+def _moh(lm, args: argparse.Namespace) -> None:
+    from mha_viz import importance, moh
+
+    c = moh.moh_curve(lm, args.text, args.part, args.target)
+    with open(args.out, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(MOH_COLUMNS)
+        rows = zip(c.ks, c.routed, c.static, strict=True)
+        writer.writerows([int(k), f"{r:.6g}", f"{s:.6g}"] for k, r, s in rows)
+    print(
+        f"wrote {args.out}: k = 0 … {c.n_heads} heads kept per token and layer; router: {moh.ROUTER}; static: "
+        f"{c.n_layers} · (h − k) heads pruned in importance order; measure: {importance.measure_name(lm)}"
+    )
+    for k, r, s in zip(c.ks, c.routed, c.static, strict=True):
+        print(f"  k = {k}: routed {r:.4g}, static {s:.4g}")

@@ -80,6 +80,10 @@ class Recorder:
     replace: Mapping[tuple[str, int, str], Replacement] = field(default_factory=dict)
     # (part, layer) -> groups of K/V heads whose keys and values are replaced by the group's mean (GQA conversion)
     share: Mapping[tuple[str, int], Sequence[Sequence[int]]] = field(default_factory=dict)
+    # (part, layer) -> per-token head mask [q_pos, n_heads] (1 keep, 0 zero) applied on the way into W^O
+    head_mask: Mapping[tuple[str, int], torch.Tensor] = field(default_factory=dict)
+    # route(part, layer, attn_output [b, q_pos, n_heads, d_head]) -> mask [b, q_pos, n_heads] or None (no change)
+    route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None
     keep: bool = True  # False: only ablate, record nothing (whole-model runs)
     only: tuple[str, int] | None = None  # record only this (part, layer); None: every call
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
@@ -177,6 +181,12 @@ def mha_viz_attention(
     if heads:
         out = out.clone()
         out[:, :, list(heads), :] = 0  # zeroed on the way into W^O
+    mask = rec.head_mask.get((part, layer))
+    if mask is not None:
+        out = out * mask.to(out.device, out.dtype)[None, :, :, None]  # [b, q_pos, n_heads, d_head]
+    routed = rec.route(part, layer, out) if rec.route is not None else None
+    if routed is not None:
+        out = out * routed.to(out.device, out.dtype)[..., None]  # [b, q_pos, n_heads, d_head]
     if rec.replace:
         out = _replaced(rec, (part, layer, "out"), out)  # [b, q_pos, n_heads, d_head]
     if rec.wants(part, layer):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +39,8 @@ def run_model(
     only: tuple[str, int] | None = None,
     replace: Mapping[tuple[str, int, str], Replacement] | None = None,
     share: Mapping[tuple[str, int], Sequence[Sequence[int]]] | None = None,
+    head_mask: Mapping[tuple[str, int], torch.Tensor] | None = None,
+    route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
@@ -51,6 +53,10 @@ def run_model(
 
     ``share`` {(part, layer): groups of K/V heads} converts those layers to grouped-query attention for this pass
     only: each group's keys and values become the group's mean (capture.shared), read by every member's query heads.
+
+    ``head_mask`` {(part, layer): [q_pos, n_heads] mask} multiplies each token's heads on their way into W^O (0:
+    that head zeroed for that token); ``route(part, layer, out)`` does the same with a mask [b, q_pos, n_heads]
+    computed from the heads' outputs in this pass (out [b, q_pos, n_heads, d_head]; mixture of heads, moh.py).
 
     ``extras`` False (long texts): record only what the attention pattern needs (q, k, v, bias, mask: no X,
     no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
@@ -82,7 +88,8 @@ def run_model(
             raise MhaVizError(f"K/V head groups must not overlap and are numbered 0 to {lm.n_kv_heads - 1}")
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
     rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only,
-                   replace=dict(replace or {}), share=dict(share or {}))  # fmt: skip
+                   replace=dict(replace or {}), share=dict(share or {}), head_mask=dict(head_mask or {}),
+                   route=route)  # fmt: skip
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass
