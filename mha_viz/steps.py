@@ -120,14 +120,15 @@ def variant_steps(res: object, name: str, i: int, mha_output: np.ndarray) -> lis
     ex = {k: v.numpy() for k, v in res.extras.items()}
     heads_ = tuple(f"head {j}" for j in range(h))
     steps: list[Step] = []
+    mixed = "mixed weights (rows need not sum to 1)" if name == "dcmha" else "attention weights in this layer"
     if "K groups" in ex:  # [n, g, dk]
         g_count, size = ex["K groups"].shape[1], h // ex["K groups"].shape[1]
         g, dk = i // size, ex["K groups"].shape[2]
         heads = f"heads {g * size}–{(g + 1) * size - 1}"
         steps += [
-            Step(8, f"K group {g} of {g_count} (the mean of {heads}' W_K; K groups [{n} × {g_count} × {dk}])",
+            Step(8, f"K group {g} of {g_count} (mean W_K of {heads})",
                  ex["K groups"][:, g], False, "K", True, f"[{n} × {dk}]", True),
-            Step(8, f"V group {g} of {g_count} (the mean of {heads}' W_V)", ex["V groups"][:, g], False, "V", True,
+            Step(8, f"V group {g} of {g_count} (mean W_V of {heads})", ex["V groups"][:, g], False, "V", True,
                  f"[{n} × {dk}]", True),
         ]  # fmt: skip
     if "columns" in ex:  # [h, dk + 2w]
@@ -135,8 +136,8 @@ def variant_steps(res: object, name: str, i: int, mha_output: np.ndarray) -> lis
         onehot = np.zeros((h, int(cols.max()) + 1))
         for j in range(h):
             onehot[j, cols[j]] = 1.0
-        steps.append(Step(8, "columns each head reads (1 = read; neighbours overlap)", onehot, False, "read", False,
-                          f"[{h} heads × {onehot.shape[1]} columns]", row_labels=heads_))  # fmt: skip
+        steps.append(Step(8, "the columns each head reads (1 = read)", onehot, False, "read", False,
+                          f"[{h} × {onehot.shape[1]}]", row_labels=heads_))  # fmt: skip
     if "router scores" in ex:  # [n, h]
         steps += [
             Step(8, "router scores softmax(X · W_r), per token", ex["router scores"], False, "score", False,
@@ -154,7 +155,7 @@ def variant_steps(res: object, name: str, i: int, mha_output: np.ndarray) -> lis
                  f"[{n} × {n}]"),
         ]  # fmt: skip
     steps += [
-        Step(9, f"head {i}'s attention weights in this layer", pattern[i], True, "weight", False, f"[{n} × {n}]"),
+        Step(9, f"head {i}'s {mixed}", pattern[i], True, "weight", False, f"[{n} × {n}]"),
         Step(9, f"head_{i} = weights · V", z[i], False, "z", True, f"[{n} × {z.shape[2]}]"),
         Step(10, "the layer's output", out, False, "output", True, f"[{n} × {d}]"),
         Step(10, "output − MHA's output", out - mha_output, False, "difference", True, f"[{n} × {d}]"),

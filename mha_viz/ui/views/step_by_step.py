@@ -115,17 +115,28 @@ def variant_spec(config: Config) -> VariantSpec:
 
 
 VARIANT_TEXT = {
-    "gqa": "K/V heads mean-pooled into g consecutive groups (Ainslie et al. 2023); query head i reads group "
-    "i // (h / g). g = h is MHA exactly.",
-    "mqa": "every query head reads one K/V head: the mean of all heads' W_K and W_V (GQA with g = 1).",
-    "mohsa": "head i reads the columns [i·d_k − w, (i+1)·d_k + w) of X·W_Q, X·W_K, X·W_V, wrapped around d_model, "
-    "and the same rows of W^O; scores scaled by 1/√(d_k + 2w). w = 0 is MHA exactly.",
-    "moh": "a random router W_r [d_model × h] from the seed scores the heads per token (softmax); the top-k heads "
+    "gqa": "GQA: the K/V heads mean-pooled into g consecutive groups (Ainslie et al. 2023); query head i reads group "
+    "i // (h / g). g = h is MHA exactly. The K and V groups are [n × g × d_k]; the group head i reads is shown.",
+    "mqa": "MQA: every query head reads one K/V head: the mean of all heads' W_K and W_V (GQA with g = 1): "
+    "K and V are [n × 1 × d_k].",
+    "mohsa": "MOHSA: head i reads the columns [i·d_k − w, (i+1)·d_k + w) of X·W_Q, X·W_K, X·W_V, wrapped around "
+    "d_model, and the same rows of W^O; scores scaled by 1/√(d_k + 2w). w = 0 is MHA exactly.",
+    "moh": "MoH: a random router W_r [d_model × h] from the seed scores the heads per token (softmax); the top-k heads "
     "are kept and the output is Σ gate · head_i · W^O_i (+ b_O). k = h with equal gates (1) is MHA exactly; k = h "
     "with router gates is MHA with head i's W^O block times the token's router score.",
-    "dcmha": "the heads' score maps are mixed across heads before the softmax and the weights after it: "
+    "dcmha": "DCMHA: the heads' score maps are mixed across heads before the softmax and the weights after it: "
     "A'_j = A_j + Σ_i A_i (W1 W2)[i, j], rank r (Xiao et al. 2024's compose step). Static: W1, W2 are drawn from "
     "the seed, not computed from the query and key as in the paper. Rank 0 is MHA exactly.",
+}
+
+
+EXPORTED = {
+    "mha": "The weights download holds W_Q, W_K, W_V, W_O: this variant is computed from them alone (nothing "
+    "else to export).",
+    "moh": "The weights download holds only W_Q, W_K, W_V, W_O: the router W_r is not exported; it is remade "
+    "from the seed (N(0, 1/d_model)).",
+    "dcmha": "The weights download holds only W_Q, W_K, W_V, W_O: the composition W1, W2 are not exported; "
+    "they are remade from the seed (N(0, 1/h)).",
 }
 
 
@@ -139,8 +150,7 @@ def variant_section(ctx: Ctx, t: AttentionTrace, i: int, rows: slice, key: str) 
     st.caption(
         escaped(VARIANT_TEXT.get(spec.variant, ""))
         + " The steps above (and the other views) are plain MHA on the same weights; these are the variant's. "
-        "The weights download holds only the MHA weights (W_Q, W_K, W_V, W_O): the router and the composition "
-        "are not exported; they are remade from the seed."
+        + EXPORTED.get(spec.variant, EXPORTED["mha"])
     )
     if not t.x.shape[1]:
         st.info("This trace has no X to recompute the variant from.")
