@@ -9,6 +9,7 @@ import csv
 from mha_viz.cli_options import add_device, check_out, pretrained
 
 COLUMNS = ("grouping", "kv_heads", "kv_cache_bytes", "change")
+GROUPINGS_SHOWN = ("aligned", "orthogonal")  # printed beside "mean"
 MOH_COLUMNS = ("k", "change_routed", "change_static")
 
 
@@ -51,8 +52,9 @@ def command(args: argparse.Namespace) -> None:
     )
     print(f"KV cache = {variants.CACHE_FORMULA}; at {variants.LONG_CONTEXT:,} tokens:")
     for p in found.curve("mean"):
-        aligned = next((a.change for a in found.curve("aligned") if a.kv_heads == p.kv_heads), None)
-        other = "" if aligned is None else f", aligned {aligned:.4g}"
+        other = "".join(
+            f", {gr} {a.change:.4g}" for gr in GROUPINGS_SHOWN for a in found.curve(gr) if a.kv_heads == p.kv_heads
+        )
         print(f"  {p.kv_heads} K/V heads: {p.long_cache_bytes / 2**20:,.0f} MiB; change mean {p.change:.4g}{other}")
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import SENTENCE, _tiny_tokenizer, _zoo_dir
-from mha_viz import collab
+from mha_viz import collab, importance, moh
 from mha_viz import variants as va
 from mha_viz.__main__ import main
 from mha_viz.models.load import prepare
@@ -152,7 +152,9 @@ def test_cli_writes_one_row_per_grouping_and_count(tmp_path_factory, tmp_path, c
     rows = list(csv.DictReader(out.open()))
     assert list(rows[0]) == ["grouping", "kv_heads", "kv_cache_bytes", "change"]
     assert [(r["grouping"], int(r["kv_heads"])) for r in rows] == [("mean", 2), ("mean", 1), ("aligned", 2),
-                                                                   ("aligned", 1)]  # fmt: skip
+                                                                   ("aligned", 1), ("orthogonal", 2),
+                                                                   ("orthogonal", 1)]  # fmt: skip
+    assert float(rows[4]["change"]) == 0.0
     assert float(rows[0]["change"]) == 0.0 and float(rows[1]["change"]) != 0.0
     assert float(rows[1]["change"]) == pytest.approx(float(rows[3]["change"]))  # one group: the same pooling
     tokens = np.mean([len(_tiny_tokenizer()(t)["input_ids"]) for t in (TEXT, SENTENCE)])
@@ -191,7 +193,7 @@ def test_variants_view_on_minilm(minilm) -> None:
 
     at = run_app(view="Variants", layer="2")
     assert_clean(at)
-    grid, curve, energy, rank = specs(at)
+    grid, curve, energy, rank, usage = specs(at)
     maps = heatmaps(grid)
     assert len(maps) == 24  # 12 heads, before and after
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
@@ -199,7 +201,7 @@ def test_variants_view_on_minilm(minilm) -> None:
     assert not np.allclose(array(maps[1]["z"]), array(maps[0]["z"]), atol=1e-3)  # head 0 after: changed
     found = va.study(minilm, [SENTENCE])
     lines = {t["name"]: t for t in curve["data"]}
-    for name in ("mean", "aligned"):
+    for name in ("mean", "aligned", "orthogonal"):
         expected = [p.change for p in found.curve(name)]
         np.testing.assert_allclose(array(lines[va.GROUPINGS[name]]["y"]), expected, atol=1e-6)
         mib = [p.kv_cache_bytes / 2**20 for p in found.curve(name)]
@@ -224,6 +226,18 @@ def test_variants_view_on_minilm(minilm) -> None:
     assert list(rank["data"][0]["x"])[-1] == "384 (100%)" and what_if.ranks_q == (48, 96, 128, 192, 256, 384)
     np.testing.assert_allclose(array(rank["data"][0]["y"]), what_if.change, atol=1e-6)
     assert abs(what_if.change[-1]) <= 1e-6 < what_if.change[0]
+    # mixture of heads: layer 2's usage map at k = 6, then routed against static for every k
+    want_usage = moh.head_usage(minilm, SENTENCE, None, "encoder", 6)[2]  # [q, h]
+    np.testing.assert_array_equal(array(usage["data"][0]["z"]), want_usage.astype(float))
+    assert "‖z_h · W_O^h‖" in " ".join(m.value for m in at.markdown)
+    at.toggle(key="moh_run").set_value(True).run()
+    assert_clean(at)
+    routed, static = specs(at)[-1]["data"]
+    want = moh.moh_curve(
+        minilm, [SENTENCE], importance=importance.head_importance(importance.Scorer(minilm, [SENTENCE]))
+    )
+    np.testing.assert_allclose(array(routed["y"]), want.routed, atol=1e-6)
+    np.testing.assert_allclose(array(static["y"]), want.static, atol=1e-6)
 
 
 # --- collaborative heads (Cordonnier et al. 2020) -----------------------------------------------------------------
@@ -266,7 +280,8 @@ def test_variants_view_on_smollm2() -> None:
 
     at = run_app(src="SmolLM2-135M (bundled)", view="Variants", layer="3")
     assert_clean(at)
-    grid, curve, energy = specs(at)
+    grid, curve, energy, usage = specs(at)
+    assert array(usage["data"][0]["z"]).sum(-1).tolist() == [4.0] * len(heatmaps(grid)[0]["y"])  # k = 9 // 2
     assert len(heatmaps(grid)) == 18  # 9 heads, before and after
     assert at.selectbox(key="var_g").options == ["1"]
     lines = {t["name"]: t for t in curve["data"]}

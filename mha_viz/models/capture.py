@@ -80,6 +80,9 @@ class Recorder:
     replace: Mapping[tuple[str, int, str], Replacement] = field(default_factory=dict)
     # (part, layer) -> groups of K/V heads whose keys and values are replaced by the group's mean (GQA conversion)
     share: Mapping[tuple[str, int], Sequence[Sequence[int]]] = field(default_factory=dict)
+    # (part, layer) -> (R_K, R_V) [n_kv_heads, d_head, d_head] orthogonal: each K/V head's keys and values rotated
+    # (its query heads' queries by R_K, their outputs back by R_V^T) before ``share`` pools them (2412.20677)
+    rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     # (part, layer) -> per-token head mask [q_pos, n_heads] (1 keep, 0 zero) applied on the way into W^O
     head_mask: Mapping[tuple[str, int], torch.Tensor] = field(default_factory=dict)
     # route(part, layer, attn_output [b, q_pos, n_heads, d_head]) -> mask [b, q_pos, n_heads] or None (no change)
@@ -171,12 +174,18 @@ def mha_viz_attention(
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
     part = rec.parts.get(id(module), "?")
     layer = rec.next_layer(part)
+    rot = rec.rotate.get((part, layer))
+    if rot is not None:
+        query, key, value = rotated(query, key, value, *rot)
     groups = rec.share.get((part, layer))
     if groups:
         key, value = shared(key, groups), shared(value, groups)
     if rec.replace:
         query, key, value = (_replaced(rec, (part, layer, n), t) for n, t in (("q", query), ("k", key), ("v", value)))
     out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
+    if rot is not None:
+        rv = rot[1].to(out.device, out.dtype).repeat_interleave(out.shape[2] // rot[1].shape[0], 0)  # [h, dh, dh]
+        out = torch.einsum("bqhe,hde->bqhd", out, rv)  # z_h R_V^T: back to the head's own value basis
     heads = rec.ablate.get((part, layer))
     if heads:
         out = out.clone()
@@ -194,6 +203,18 @@ def mha_viz_attention(
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
     return out, weights
+
+
+def rotated(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, r_k: torch.Tensor, r_v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each K/V head's keys and values times its orthogonal R_K, R_V, and each query head's queries times its K/V
+    head's R_K: the scores (Q R)(K R)ᵀ = Q Kᵀ are unchanged. Shapes: query [b, h, q, dh]; key, value
+    [b, kv, k, dh]; r_k, r_v [kv, dh, dh]."""
+    r_k, r_v = r_k.to(key.device, key.dtype), r_v.to(key.device, key.dtype)
+    rq = r_k.repeat_interleave(query.shape[1] // r_k.shape[0], 0)  # [h, dh, dh]
+    return (torch.einsum("bhqd,hde->bhqe", query, rq), torch.einsum("bkpd,kde->bkpe", key, r_k),
+            torch.einsum("bkpd,kde->bkpe", value, r_v))  # fmt: skip
 
 
 def shared(t: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:

@@ -40,6 +40,7 @@ def run_model(
     replace: Mapping[tuple[str, int, str], Replacement] | None = None,
     share: Mapping[tuple[str, int], Sequence[Sequence[int]]] | None = None,
     head_mask: Mapping[tuple[str, int], torch.Tensor] | None = None,
+    rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] | None = None,
     route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
@@ -53,6 +54,9 @@ def run_model(
 
     ``share`` {(part, layer): groups of K/V heads} converts those layers to grouped-query attention for this pass
     only: each group's keys and values become the group's mean (capture.shared), read by every member's query heads.
+
+    ``rotate`` {(part, layer): (R_K, R_V) [n_kv_heads, d_head, d_head]} rotates each K/V head's keys and values
+    (and its query heads' queries, their outputs back) before ``share`` pools them (capture.rotated): exact alone.
 
     ``head_mask`` {(part, layer): [q_pos, n_heads] mask} multiplies each token's heads on their way into W^O (0:
     that head zeroed for that token); ``route(part, layer, out)`` does the same with a mask [b, q_pos, n_heads]
@@ -89,7 +93,7 @@ def run_model(
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
     rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only,
                    replace=dict(replace or {}), share=dict(share or {}), head_mask=dict(head_mask or {}),
-                   route=route)  # fmt: skip
+                   rotate=dict(rotate or {}), route=route)  # fmt: skip
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass

@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz import collab, importance, variants
+from mha_viz import collab, importance, moh, variants
+from mha_viz.config import Config
 from mha_viz.figures import line_chart
 from mha_viz.figures.variants import before_after, cache_curve, energy_figure
+from mha_viz.figures.variants_moh import moh_figure, usage_map
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
@@ -33,13 +35,22 @@ def get_study(model_name: str, device: str, text: str, target: str | None, part:
 
 @sized_cache(max_entries=16, max_mb=64)
 def get_patterns(
-    model_name: str, device: str, text: str, target: str | None, part: str, layer: int, share: tuple
+    model_name: str,
+    device: str,
+    text: str,
+    target: str | None,
+    part: str,
+    layer: int,
+    share: tuple,
+    grouping: str = "mean",
 ) -> np.ndarray:
     """One layer's pattern with every layer converted as ``share`` says (empty: the model). Shapes: [h, q, k]."""
     from mha_viz.ui.cache import get_model
 
-    plan = {(part, la): groups for la, groups in enumerate(share)} if share else None
-    return variants.layer_patterns(get_model(model_name, device), text, target, part, layer, plan)
+    lm = get_model(model_name, device)
+    if not share:
+        return variants.layer_patterns(lm, text, target, part, layer)
+    return variants.converted_patterns(lm, text, target, part, layer, grouping, share)  # fmt: skip
 
 
 @sized_cache(max_entries=8, max_mb=16)
@@ -73,7 +84,12 @@ def variants_view(ctx: Ctx) -> None:
         "mean of its members' — computed as the mean of their keys and values, which is the same by linearity (and "
         "after rotary embeddings, the same rotation for every head). **Mean-pooled**: consecutive K/V heads form a "
         "group. **Aligned**: heads whose keys and values are most alike on this text are grouped first (equal-size "
-        "groups grown from the most similar pair), then pooled — fitted on the text it is measured on."
+        "groups grown from the most similar pair), then pooled — fitted on the text it is measured on. "
+        "**Orthogonal** (arXiv 2412.20677): consecutive groups, but each member's keys and values are first rotated "
+        "onto the group's first head (orthogonal Procrustes on this text's keys and values); its query heads' "
+        "queries turn with its keys and their outputs turn back before W^O, so the rotation alone changes nothing. "
+        "Rotary models: one 2×2 rotation per frequency pair (it commutes with rotary, so it folds into W_Q and W_K); "
+        "keys after QK-norm are not rotated (only values)."
     )
     counts = variants.kv_counts(kvh)
     if len(counts) == 1:
@@ -95,7 +111,7 @@ def variants_view(ctx: Ctx) -> None:
         + (f" (query head h reads K/V head h // {H // kvh})." if kvh != H else ".")
     )
     before = get_patterns(*args, ctx.layer, ())
-    after = get_patterns(*args, ctx.layer, point.groups)
+    after = get_patterns(*args, ctx.layer, point.groups, grouping)
     dist = variants.head_change(before, after)
     tokens, keys = ctx.base.tokens.labels, ctx.base.key_tokens.labels
     plot(before_after(before, after, dist, tokens, keys), "variants_heads", ctx.c.image_format)
@@ -131,19 +147,24 @@ def variants_view(ctx: Ctx) -> None:
         {"K/V heads": m.kv_heads, "cache (this text)": f"{m.kv_cache_bytes / 1024:,.1f} KiB",
          f"cache ({variants.LONG_CONTEXT:,} tokens)": f"{m.long_cache_bytes / MIB:,.0f} MiB",
          "saved": f"{1 - m.kv_heads / kvh:.0%}", "change, mean-pooled": f"{m.change:.4g}",
-         "change, aligned": next((f"{a.change:.4g}" for a in found.curve("aligned") if a.kv_heads == m.kv_heads), "")}
+         **{f"change, {gr}": next((f"{a.change:.4g}" for a in found.curve(gr) if a.kv_heads == m.kv_heads), "")
+            for gr in ("aligned", "orthogonal")}}
         for m in found.curve("mean")
     ]  # fmt: skip
     st.dataframe(table, hide_index=True)
-    better = [m.kv_heads for m in found.curve("mean")[1:] for a in found.curve("aligned")
-              if a.kv_heads == m.kv_heads and a.change < m.change]  # fmt: skip
-    st.caption(
-        f"Aligned grouping changes the output less than consecutive groups at g = {', '.join(map(str, better))}."
-        if better
-        else "Aligned grouping does not change the output less than consecutive groups at any g on this text."
-    )
+    for gr in ("aligned", "orthogonal"):
+        better = [m.kv_heads for m in found.curve("mean")[1:] for a in found.curve(gr)
+                  if a.kv_heads == m.kv_heads and a.change < m.change]  # fmt: skip
+        st.caption(
+            f"{gr.capitalize()} grouping changes the output less than consecutive mean-pooling at g = "
+            f"{', '.join(map(str, better))}."
+            if better
+            else f"{gr.capitalize()} grouping does not change the output less than consecutive mean-pooling at any g "
+            "on this text."
+        )
     downloads("variants", csv_data=csv_bytes(["grouping", "kv_heads", "kv_cache_bytes", "change"], rows))
     _collaborate(ctx)
+    _mixture(ctx)
 
 
 def _collaborate(ctx: Ctx) -> None:
@@ -201,3 +222,67 @@ def _collaborate(ctx: Ctx) -> None:
     series = {importance.measure_short(lm): curve.change, "mean JS distance of the layer's patterns": curve.distance}
     plot(line_chart(xs, series, "Shared query/key basis of rank r", "r of W_Q's width"), "collab_rank",
          ctx.c.image_format)  # fmt: skip
+
+
+@sized_cache(max_entries=16, max_mb=16)
+def get_usage(model_name: str, device: str, text: str, target: str | None, part: str, k: int) -> np.ndarray:
+    """Which heads each token keeps in every layer with top-k routing (moh.head_usage). Shapes: [L, q, h] bool."""
+    from mha_viz.ui.cache import get_model
+
+    return moh.head_usage(get_model(model_name, device), text, target, part, k)
+
+
+@sized_cache(max_entries=8, max_mb=4)
+def get_moh(config: Config, text: str, target: str | None, part: str) -> moh.MohCurve:
+    """Routed against static pruning for every k (moh.moh_curve), the importance from the shared cache."""
+    from mha_viz.ui.cache import get_importance
+
+    bar = st.progress(0.0, text="Head importance…")
+
+    def progress(f: float, what: str) -> None:
+        bar.progress(min(max(f, 0.0), 1.0), text=what)
+
+    try:
+        imp = get_importance(config, (text,), target, part, lambda f, what: progress(f / 2, what))
+        return moh.moh_curve(model_of(config), [text], part, target, importance=imp, progress=progress)
+    finally:
+        bar.empty()
+
+
+def _mixture(ctx: Ctx) -> None:
+    """Training-free mixture of heads (Jin et al. 2024): per token, only the k heads that contribute most."""
+    lm = model_of(ctx.config)
+    H = lm.n_heads
+    st.markdown(
+        "**Mixture of heads** (MoH, Jin et al. 2024, arXiv 2410.11842). MoH treats heads as experts: a trained router "
+        "activates the top-k heads per token. Here, without training, the router's stand-in is **the heads' own "
+        f"contribution: {moh.ROUTER}**; the other heads are zeroed for that token on their way into W^O, in every "
+        "layer at once (each layer routed on its inputs in the routed pass), and the kept heads are summed unweighted."
+    )
+    k = st.slider("Heads kept per token (k)", 0, H, max(1, H // 2), key="moh_k")
+    usage = get_usage(ctx.config.model_name, ctx.config.model_device, ctx.c.text, ctx.target, ctx.part, k)
+    layer = usage[ctx.layer]  # [q, h]
+    tokens = ctx.base.tokens.labels
+    plot(usage_map(layer, tokens, f"{ctx.where}: heads each token keeps (k = {k} of {H}; blue = kept)"),
+         "moh_usage", ctx.c.image_format)  # fmt: skip
+    share = layer.mean(0)
+    st.caption(
+        f"Share of tokens that keep each head here: most {int(share.argmax())} ({share.max():.0%}), least "
+        f"{int(share.argmin())} ({share.min():.0%}). Heads no token keeps: "
+        f"{', '.join(str(int(h)) for h in np.flatnonzero(share == 0)) or 'none'}."
+    )
+    n_runs = lm.n_layers(ctx.part) * H + 2 * (H + 1)
+    if not st.toggle(f"Compute routed against static pruning for every k (about {n_runs} model runs)", key="moh_run"):
+        return
+    c = get_moh(ctx.config, ctx.c.text, ctx.target, ctx.part)
+    plot(moh_figure(c.ks, c.routed, c.static, importance.measure_short(lm), c.n_layers), "moh_curve",
+         ctx.c.image_format)  # fmt: skip
+    wins = [int(k) for k, r, s in zip(c.ks[1:-1], c.routed[1:-1], c.static[1:-1], strict=True) if r < s]
+    st.caption(
+        f"Static = the same average number of heads per layer removed for every token: {c.n_layers} · (h − k) heads "
+        "in Head importance's pruning order (smallest |importance| first). Routing per token changes the output less "
+        f"at k = {', '.join(map(str, wins)) or 'no k'} (of 1 … {H - 1}) on this text."
+    )
+    downloads("moh", csv_data=csv_bytes(["k", "change_routed", "change_static"],
+                                        [[int(k), f"{r:.6g}", f"{s:.6g}"] for k, r, s in
+                                         zip(c.ks, c.routed, c.static, strict=True)]))  # fmt: skip
