@@ -147,7 +147,7 @@ def variant_steps(res: object, name: str, i: int, mha_output: np.ndarray) -> lis
         ]  # fmt: skip
     if "pre-softmax mixing" in ex:  # [h, h]
         steps += [
-            Step(8, "pre-softmax mixing I + W1·W2 (row: from head, column: to head)", ex["pre-softmax mixing"], False,
+            Step(8, "pre-softmax mixing I + W1·W2 (row head → column head)", ex["pre-softmax mixing"], False,
                  "mix", True, f"[{h} × {h}]", row_labels=heads_, col_labels=heads_),
             Step(8, "post-softmax mixing I + W1·W2", ex["post-softmax mixing"], False, "mix", True, f"[{h} × {h}]",
                  row_labels=heads_, col_labels=heads_),
