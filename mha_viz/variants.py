@@ -20,7 +20,9 @@ Groupings:
   (folded into W^O), so the rotation alone changes nothing. Plain keys: any orthogonal R_K (foldable into W_Q and W_K).
   Rotary keys: R_K made of one 2×2 rotation per frequency pair (dims i and i + d_head/2, transformers' rotate_half),
   which commutes with rotary, so it folds into W_Q and W_K too. Keys after QK-norm or fused projections: R_K = I
-  (only the values are rotated). Fitted on the same texts it is measured on.
+  (only the values are rotated). Fitted on the same texts it is measured on, which flatters it: on MiniLM at 6 K/V
+  heads, 0.04 fitted on the text, 0.25 fitted on another text, 0.30 mean-pooled (SmolLM2 at 1 K/V head: 2.2, 4.1,
+  6.5 nats).
 
 The output change is Head importance's measure (importance.Scorer): encoders 1 − cos of the sentence embedding,
 decoders the increase of the mean next-token loss (nats). KV cache: 2 · layers · g · d_head · tokens · 4 bytes.

@@ -89,7 +89,10 @@ def variants_view(ctx: Ctx) -> None:
         "onto the group's first head (orthogonal Procrustes on this text's keys and values); its query heads' "
         "queries turn with its keys and their outputs turn back before W^O, so the rotation alone changes nothing. "
         "Rotary models: one 2×2 rotation per frequency pair (it commutes with rotary, so it folds into W_Q and W_K); "
-        "keys after QK-norm are not rotated (only values)."
+        "keys after QK-norm are not rotated (only values). Fitted on this text, the rotations (d_head·(d_head−1)/2 "
+        "angles per head) can match its few tokens' keys closely, so its curve flatters it: fitted on another text, "
+        "the gain over mean-pooling is much smaller (MiniLM, 6 K/V heads: 0.30 mean-pooled, 0.25 orthogonal fitted "
+        "elsewhere, 0.04 fitted on the text itself)."
     )
     counts = variants.kv_counts(kvh)
     if len(counts) == 1:
