@@ -24,7 +24,7 @@ def usage_map(usage: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure
     )  # fmt: skip
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
-        xaxis={"title": {"text": "head"}, "side": "top", "tickfont": {"size": 12}},
+        xaxis={"side": "top", "tickfont": {"size": 12}},
         yaxis={"autorange": "reversed", "tickfont": {"size": 12}, "type": "category"},
         height=max(260, 22 * q + 120),
         margin={"l": 10, "r": 10, "t": 80, "b": 10},
@@ -46,7 +46,7 @@ def moh_figure(ks: np.ndarray, routed: np.ndarray, static: np.ndarray, measure: 
     )  # fmt: skip
     fig.update_layout(
         title={"text": "Whole-model output change against heads kept per token and layer", "font": {"size": 14}},
-        xaxis={"title": {"text": "k heads kept (of h)"}, "dtick": 1},
+        xaxis={"title": {"text": f"k heads kept per token and layer (of {int(ks[-1])})"}, "dtick": 1},
         yaxis={"title": {"text": measure}},
         height=400,
         legend={"orientation": "h", "y": -0.25},
