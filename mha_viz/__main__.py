@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mha_viz import app_cli, corpus_cli, export_cli, importance_cli, patch_cli, variants_cli
-from mha_viz.cli_options import add_device, check_out, is_own, model_name, pretrained
+from mha_viz.cli_options import add_device, check_out, is_own, model_name, placement, pretrained
 from mha_viz.config import MAX_D_MODEL, MAX_HEADS, MAX_SEED
 from mha_viz.errors import MhaVizError
 from mha_viz.threads import adapt, configure_threads
@@ -163,6 +163,7 @@ def _config(args: argparse.Namespace, device: str):
         ablate=args.ablate,
         causal=args.causal,
         scaled=not args.no_scale,
+        placement="" if own else placement(args),
     )
 
 
@@ -261,7 +262,7 @@ def _roles_command(args: argparse.Namespace) -> None:
     if args.out:
         check_out(args.out, ".json")
     lm = pretrained(args, "roles needs a pretrained model; own weights have no trained roles")
-    config = Config(model=model_name(args), device=str(lm.device))
+    config = Config(model=model_name(args), device=lm.device.type)  # "cuda", not "cuda:0" (resolve_device's names)
     part = lm.part(args.part)
     rec = record(lm, args.text, args.target)
     say_cut(rec.tokens, lm.name, args.text)

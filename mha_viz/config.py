@@ -13,6 +13,7 @@ OWN = "own"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the bundled offline model
 PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 EMBEDDINGS = ("random", "model")
+PLACEMENT_SEP = "|"  # Config.model_device: "<device>|<placement>" (models/placement.py splits it)
 TOKENS = ("pieces", "words")  # own weights: the bundled tokenizer's word pieces, or words split on whitespace
 
 # --- limits, each in one place (the dashboard, its links, the CLI and the engine import them) ---------------
@@ -64,6 +65,8 @@ class Config:
     head_scale: tuple[tuple[int, float], ...] = ()  # (head, factor) pairs multiplying W^O blocks
     causal: bool = False  # add a causal mask (decoders always have one)
     scaled: bool = True  # multiply scores by the model's scale (1/sqrt(d_head) by default)
+    # a pretrained model spread over devices by a device map (models/placement.py's Placement.encode()); "" whole
+    placement: str = ""
 
     @property
     def own(self) -> bool:
@@ -71,8 +74,11 @@ class Config:
 
     @property
     def model_device(self) -> str:
-        """Where the pretrained model runs (own weights use the bundled tokenizer's model on the CPU)."""
-        return "cpu" if self.own else self.device
+        """Where the pretrained model runs (own weights use the bundled tokenizer's model on the CPU): the device,
+        with the placement joined as "<device>|<placement>" when the model is spread by a device map."""
+        if self.own:
+            return "cpu"
+        return f"{self.device}{PLACEMENT_SEP}{self.placement}" if self.placement else self.device
 
     @property
     def model_name(self) -> str:

@@ -19,12 +19,16 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mha_viz.config import Config
 from mha_viz.errors import MhaVizError
 from mha_viz.roles import SCORE_KEYS
+
+if TYPE_CHECKING:
+    from mha_viz.pipeline import Recording, Tokens
 
 FORMATS = (".txt", ".jsonl", ".csv", ".parquet")
 SKIP_REASONS = ("empty", "malformed", "over the model's limit")
@@ -219,35 +223,74 @@ def batches(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
 
 # --- scoring -------------------------------------------------------------------------------------------------
 class Scorer:
-    """One loaded model that scores batches of texts into partial Sums (a Ray worker holds one each)."""
+    """One loaded model that scores batches of texts into partial Sums (a Ray worker holds one each).
 
-    def __init__(self, model: str, part: str | None, device: str) -> None:
+    ``batched``: the batch's texts go through the model together, padded, up to batch_record.MAX_BATCH_CELLS per
+    forward pass (each text's recording is cut back to its own tokens: the same scores as alone, within float32
+    rounding, 1e-6); False: one text per pass, exactly as `mha-viz roles` records it. ``side``: the padding side
+    (None: the tokenizer's). ``placement``: a model spread over devices (models/placement.py; "" loads it whole).
+    """
+
+    def __init__(
+        self, model: str, part: str | None, device: str, batched: bool = True, side: str | None = None,
+        placement: str = "",
+    ) -> None:  # fmt: skip
         from mha_viz.pipeline import load
 
-        self.config = Config(model=model, device=device)
+        self.config = Config(model=model, device=device, placement=placement)
         self.lm = load(self.config)
         self.part = self.lm.part(part)
         if self.part == "cross":
             raise MhaVizError("head roles compare a token with its neighbours; choose --part encoder or decoder")
         self.shape = (self.lm.n_layers(self.part), self.lm.n_heads)
+        self.batched = batched and not self.lm.encoder_decoder
+        self.side = side
 
     def score(self, batch: list[Item]) -> Sums:
-        """The batch's partial sums: each text's roles table, exactly as `mha-viz roles` computes it."""
-        from mha_viz.pipeline import record
+        """The batch's partial sums: each text's roles table, exactly as `mha-viz roles` computes it, added in the
+        batch's order."""
+        sums = Sums.empty(*self.shape)
+        for found in self.tables(batch):
+            if isinstance(found, str):
+                sums.skip(found)
+            else:
+                sums.add(*found)
+        return sums
+
+    def tables(self, batch: list[Item]) -> list[str | tuple[list[dict], int]]:
+        """Per input: why it is skipped (one of SKIP_REASONS), or its roles table and its number of tokens."""
+        from mha_viz.batch_record import groups, record_batch
+        from mha_viz.pipeline import encode, record
+
+        out: list[str | tuple[list[dict], int]] = [item.problem or "malformed" for item in batch]
+        texts: dict[int, Tokens | None] = {}  # None: recorded alone from the text (not batched)
+        for i, item in enumerate(batch):
+            if item.text is None:
+                continue
+            tokens = encode(self.lm, item.text)[0] if self.batched else None
+            if tokens is not None and tokens.cut:
+                out[i] = "over the model's limit"
+            else:
+                texts[i] = tokens
+        order = list(texts)
+        size = len(order) if self.batched else 1
+        for group in groups([len(texts[i].ids) if self.batched else 0 for i in order], size, self.lm.n_heads):
+            chosen = [order[g] for g in group]
+            if len(chosen) > 1:
+                recs = record_batch(self.lm, [texts[i] for i in chosen if texts[i] is not None], self.side)
+            else:  # one text: recorded alone, as `mha-viz roles` records it
+                recs = [record(self.lm, batch[chosen[0]].text, None)]
+            for i, rec in zip(chosen, recs, strict=True):
+                out[i] = self._table(rec)
+        return out
+
+    def _table(self, rec: Recording) -> str | tuple[list[dict], int]:
         from mha_viz.studies import all_patterns, roles_table
 
-        sums = Sums.empty(*self.shape)
-        for item in batch:
-            if item.text is None:
-                sums.skip(item.problem or "malformed")
-                continue
-            rec = record(self.lm, item.text, None)
-            if rec.tokens.cut:  # a text the model cannot take whole is not scored in part
-                sums.skip("over the model's limit")
-                continue
-            tokens = rec.query_tokens(self.part)
-            sums.add(roles_table(tokens, all_patterns(self.lm, rec, self.part, self.config)), len(tokens.ids))
-        return sums
+        if rec.tokens.cut:  # a text the model cannot take whole is not scored in part
+            return "over the model's limit"
+        tokens = rec.query_tokens(self.part)
+        return roles_table(tokens, all_patterns(self.lm, rec, self.part, self.config)), len(tokens.ids)
 
 
 # --- checkpoints ----------------------------------------------------------------------------------------------

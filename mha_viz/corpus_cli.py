@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from mha_viz.cli_options import add_device, check_out, is_own
+from mha_viz.cli_options import add_device, check_out, is_own, placement
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
@@ -26,7 +26,12 @@ def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="this process (default) or Ray")
     p.add_argument("--address", default=None, help="with --engine ray: join this Ray cluster (default: start one)")
     p.add_argument("--workers", type=int, default=2, help="with --engine ray: worker processes (default 2)")
-    p.add_argument("--batch", type=int, default=16, help="texts per batch, the unit of work and checkpoints")
+    p.add_argument("--batch", type=int, default=16,
+                   help="texts per batch: run through the model together, padded (default 16); the unit of work and "
+                   "of checkpoints")  # fmt: skip
+    p.add_argument("--no-pad", action="store_true",
+                   help="one text per forward pass: exactly the per-text numbers of `mha-viz roles` (padded batches "
+                   "agree with them to float32 rounding, about 1e-6)")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="go on from the checkpoint beside --out")
     add_device(p)
 
@@ -59,8 +64,9 @@ def command(args: argparse.Namespace) -> None:
     items = corpus.read_texts(args.texts, args.field)  # checks the file before the model loads
     first = next(items, None)
     device = str(resolve_device(args.device))
+    spread = placement(args)
     meta = {"texts": os.path.abspath(args.texts), "field": args.field, "model": args.model, "part": args.part,
-            "batch": args.batch}  # fmt: skip
+            "batch": args.batch, "padded": not args.no_pad}  # fmt: skip
     t0 = time.perf_counter()
     sums = corpus.load_checkpoint(args.out, meta) if args.resume else None
     resumed = 0 if sums is None else sums.inputs
@@ -74,12 +80,13 @@ def command(args: argparse.Namespace) -> None:
     for _ in range(resumed):  # the inputs the checkpoint has counted already
         next(remaining, None)
     work = corpus.batches(remaining, args.batch)
+    options = {"batched": not args.no_pad, "placement": spread}
     if args.engine == "local":
-        sums = corpus.run_local(corpus.Scorer(args.model, args.part, device), work, sums, done)
+        sums = corpus.run_local(corpus.Scorer(args.model, args.part, device, **options), work, sums, done)
     else:
         from mha_viz.corpus_ray import run_ray
 
-        sums = run_ray(args.model, args.part, device, work, sums, done, args.workers, args.address)
+        sums = run_ray(args.model, args.part, device, work, sums, done, args.workers, args.address, options)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if sums is None:

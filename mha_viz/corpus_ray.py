@@ -29,10 +29,11 @@ def _ray():
 
 def run_ray(
     model: str, part: str | None, device: str, work: Iterable[list[Item]], sums: Sums | None,
-    done: Callable[[Sums], None], workers: int = 2, address: str | None = None,
+    done: Callable[[Sums], None], workers: int = 2, address: str | None = None, options: dict | None = None,
 ) -> Sums | None:  # fmt: skip
     """Score the batches on ``workers`` Ray actors (at most two batches in flight per worker), adding the partial
-    sums in batch order (then ``done(sums)`` after each: checkpoint, progress)."""
+    sums in batch order (then ``done(sums)`` after each: checkpoint, progress). ``options``: the Scorer's keyword
+    arguments (batched, side, placement)."""
     ray = _ray()
     from ray.util import ActorPool
 
@@ -43,7 +44,7 @@ def run_ray(
         ray.init(**kwargs, runtime_env={"env_vars": WORKER_ENV}, log_to_driver=False, configure_logging=False)
     try:
         actor = ray.remote(num_cpus=1)(Scorer)
-        pool = ActorPool([actor.remote(model, part, device) for _ in range(workers)])
+        pool = ActorPool([actor.remote(model, part, device, **(options or {})) for _ in range(workers)])
         work = iter(work)
         for batch in itertools.islice(work, 2 * workers):
             pool.submit(lambda a, b: a.score.remote(b), batch)

@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=int, default=None, help="layer (default: where 'it' looks at 'animal' most, else 0)")
     p.add_argument("--head", type=int, default=None, help="head for head, lines and steps (default: as --layer)")
     p.add_argument("--focus", default=None, help="query token for focus (default 'it') and lines (default: all)")
-    add_device(p)
+    add_device(p, spread=False)  # show.* load the model whole
     p.add_argument("--out", required=True, help="write FILE.html")
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz.models import offload
 from mha_viz.models.capture import Call, Recorder, recording
 from mha_viz.trace import AttentionWeights, MhaVizError
 
@@ -46,10 +47,11 @@ def is_linear(module: torch.nn.Module) -> bool:
 
 
 def linear_in_out(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """A linear map's weight as [in, out] and its bias [out], copied to float32 on the CPU."""
-    w = module.weight.detach().float().cpu()
+    """A linear map's weight as [in, out] and its bias [out], copied to float32 on the CPU (an offloaded layer's
+    from where accelerate keeps it: models/offload.py)."""
+    w = offload.tensor(module, "weight").detach().float().cpu()
     w = w if type(module).__name__ == "Conv1D" else w.T  # nn.Linear stores [out, in]
-    b = getattr(module, "bias", None)
+    b = offload.tensor(module, "bias")
     return w.contiguous().clone(), None if b is None else b.detach().float().cpu().clone()
 
 

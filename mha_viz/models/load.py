@@ -8,17 +8,20 @@ active in the calling thread: a pre-hook on each attention module (its input X) 
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import socket
 from dataclasses import dataclass
 
 import torch
 
-from mha_viz.config import DEFAULT_MODEL, PART_NAMES
+from mha_viz.config import DEFAULT_MODEL, PART_NAMES, hosted
 from mha_viz.gcpause import gc_paused
-from mha_viz.models import capture
+from mha_viz.models import capture, offload
 from mha_viz.models.arch import Site, discover
 from mha_viz.models.catalog import refusal
+from mha_viz.models.placement import Placement, split
 from mha_viz.models.sources import SUPPORTED_TEXT, reason, resolve
 from mha_viz.trace import MhaVizError
 
@@ -42,9 +45,17 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go (a model spread over devices: its first resident parameter's; accelerate's hooks move
+        them on)."""
+        return offload.input_device(self.model)
 
     @property
+    def placement(self) -> dict[str, str] | None:
+        """Where each block went ({module: "0" | "cpu" | "disk"}) for a model spread by a device map, else None."""
+        found = getattr(self.model, "hf_device_map", None)
+        return {str(k): str(v) for k, v in found.items()} if found else None
+
+    @functools.cached_property  # asked for at every layer of every trace; the sites never change
     def parts(self) -> tuple[str, ...]:
         """The attention kinds this model has, in model order (e.g. ("encoder", "decoder", "cross"))."""
         return tuple(dict.fromkeys(s.part for s in self.sites))
@@ -104,7 +115,9 @@ def model_classes(model_type: str, encoder_decoder: bool) -> list:
 
 
 def load_model(name: str | None = None, device: str | torch.device = "cpu") -> LoadedModel:
-    """Load a supported model (the bundled MiniLM by default) in eval mode, on ``device``.
+    """Load a supported model (the bundled MiniLM by default) in eval mode, on ``device``; a device string with a
+    placement ("<device>|<placement>", models/placement.py) spreads the model with transformers' device_map
+    instead (GPUs, CPU, disk, through accelerate).
 
     Raises MhaVizError naming what is supported when the model can't be had or isn't supported.
     """
@@ -113,6 +126,8 @@ def load_model(name: str | None = None, device: str | torch.device = "cpu") -> L
 
 
 def _load_model(name: str | None, device: str | torch.device) -> LoadedModel:
+    device, placement = split(str(device))
+    spread = _spread_kwargs(placement)  # checked before anything loads
     import transformers  # deferred: importing transformers costs seconds
 
     transformers.utils.logging.disable_progress_bar()
@@ -154,7 +169,7 @@ def _load_model(name: str | None, device: str | torch.device) -> LoadedModel:
         try:
             model = auto.from_pretrained(
                 src, attn_implementation=capture.NAME, use_safetensors=True, trust_remote_code=False,
-                dtype=torch.float32, **offline,
+                dtype=torch.float32, **offline, **spread,
             )  # fmt: skip
             break
         except ValueError as exc:  # no such head for this config: try the next class
@@ -169,6 +184,20 @@ def _load_model(name: str | None, device: str | torch.device) -> LoadedModel:
     return prepare(model, tokenizer, shown, device)
 
 
+def _spread_kwargs(placement: Placement | None) -> dict:
+    """from_pretrained's device_map, max_memory, offload_folder for a placement (none without one)."""
+    if placement is None:
+        return {}
+    if placement.offload_folder and hosted():
+        raise MhaVizError("this server does not take an offload folder; spread the model without one")
+    try:
+        import accelerate  # noqa: F401 (transformers' device_map needs it)
+    except ImportError:
+        raise MhaVizError("a device map needs accelerate: pip install accelerate") from None
+    logging.getLogger("accelerate").setLevel(logging.ERROR)  # not "some parameters are on the meta device" each load
+    return placement.kwargs()
+
+
 def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | torch.device = "cpu") -> LoadedModel:
     """Make a transformers model traceable: eval mode, our attention implementation, the probe, the hooks.
 
@@ -178,11 +207,13 @@ def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | 
     config = model.config
     model.eval().requires_grad_(False)
     model.set_attn_implementation(capture.NAME)
-    model.to(device)
+    spread = bool(getattr(model, "hf_device_map", None))
+    if not spread:  # a model spread by a device map stays where accelerate put its layers
+        model.to(device)
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     start = _decoder_start(config) if encoder_decoder else None
     vocab = int(getattr(config, "vocab_size", 0) or getattr(config.get_text_config(), "vocab_size", 0) or 100)
-    probe = torch.arange(1, 5, device=model.device).remainder(vocab).unsqueeze(0)  # [1, 4]
+    probe = torch.arange(1, 5, device=offload.input_device(model)).remainder(vocab).unsqueeze(0)  # [1, 4]
     inputs = {"input_ids": probe, "use_cache": False} if _accepts_cache(model) else {"input_ids": probe}
     if encoder_decoder:
         inputs["decoder_input_ids"] = probe[:, :3]
@@ -203,6 +234,8 @@ def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | 
         model.get_submodule(site.wo).register_forward_hook(capture.output_hook(attn, site.pre_wo))
         for which, proj in zip("qk", site.pre_rotary, strict=False):
             model.get_submodule(proj).register_forward_hook(capture.projection_hook(attn, which))
+    if spread and offload.index(model):  # weights off their modules: readable, and one pass at a time per module
+        offload.serialize(model)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     n_heads = int(getattr(text, "num_attention_heads", None) or getattr(text, "n_head", None) or 1)
     return LoadedModel(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz.models import offload
 from mha_viz.models.arch import linear_in_out, plain_weights
 from mha_viz.models.load import LoadedModel
 
@@ -66,7 +67,7 @@ def head_weights(lm: LoadedModel, part: str, layer: int) -> HeadWeights:
 
 def embedding_matrix(lm: LoadedModel) -> torch.Tensor:
     """The token embeddings. Shapes: [vocab, d_model] (a float32 CPU copy)."""
-    return lm.model.get_input_embeddings().weight.detach().float().cpu().clone()
+    return offload.tensor(lm.model.get_input_embeddings()).detach().float().cpu().clone()
 
 
 def unembedding_matrix(lm: LoadedModel) -> torch.Tensor | None:

@@ -42,6 +42,7 @@ def run_model(
     head_mask: Mapping[tuple[str, int], torch.Tensor] | None = None,
     rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] | None = None,
     route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None,
+    position_ids: torch.Tensor | None = None,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
@@ -69,7 +70,8 @@ def run_model(
     ``only`` (part, layer): record that call alone (the whole pass still runs).
 
     Shapes: input_ids [b, pos] long; attention_mask [b, pos] (1 = token, 0 = padding); decoder_ids
-    [b, target_pos] (required for encoder-decoder models).
+    [b, target_pos] (required for encoder-decoder models); position_ids [b, pos] long (left-padded batches: each
+    real token at its own position; None: 0, 1, 2, ...).
     """
     if lm.encoder_decoder and decoder_ids is None:
         raise MhaVizError(f"{lm.name} is an encoder-decoder model: give the decoder's text too (target)")
@@ -101,6 +103,8 @@ def run_model(
         kwargs["logits_to_keep"] = 1
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask.to(dev)
+    if position_ids is not None:
+        kwargs["position_ids"] = position_ids.to(dev)
     if decoder_ids is not None:
         kwargs["decoder_input_ids"] = decoder_ids.to(dev)
     with torch.no_grad(), recording(rec):
@@ -126,7 +130,7 @@ def token_embeddings(lm: LoadedModel, ids: tuple[int, ...], positions: bool = Fa
     """The model's input embeddings of ``ids`` (plus learned absolute position embeddings if asked and
     the model has them), copied. Shapes: returns [len(ids), d_model] float32 on the CPU."""
     words = lm.model.get_input_embeddings()
-    index = torch.tensor(ids, dtype=torch.long, device=words.weight.device)  # [n]
+    index = torch.tensor(ids, dtype=torch.long, device=lm.device)  # [n] (an offloaded table's hook moves it on)
     with torch.no_grad():
         x = words(index)  # [n, d_model]
         pos = _position_embeddings(lm.model) if positions else None
@@ -149,7 +153,7 @@ def word_embeddings(lm: LoadedModel, words: Sequence[str], positions: bool = Fal
     pos = _position_embeddings(lm.model) if positions else None
     if pos is not None:
         with torch.no_grad():
-            x = x + pos(torch.arange(len(words), device=pos.weight.device)).detach().float().cpu()
+            x = x + pos(torch.arange(len(words), device=lm.device)).detach().float().cpu()
     return x
 
 

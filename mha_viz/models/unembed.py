@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz.models import offload
 from mha_viz.models.load import LoadedModel
 from mha_viz.trace import MhaVizError
 
@@ -213,9 +214,10 @@ def unembed(lm: LoadedModel, x: torch.Tensor) -> torch.Tensor:
 def head_rows(lm: LoadedModel, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """The LM head's rows for ``ids`` and their biases (zeros if none). Shapes: [k, d], [k]."""
     head = head_module(lm)
-    index = torch.tensor(ids, dtype=torch.long, device=head.weight.device)
-    w = head.weight.detach()[index].float().cpu()  # nn.Linear: [vocab, d]
-    b = getattr(head, "bias", None)
+    weight = offload.tensor(head)  # an offloaded head's from where accelerate keeps it
+    index = torch.tensor(ids, dtype=torch.long, device=weight.device)
+    w = weight.detach()[index].float().cpu()  # nn.Linear: [vocab, d]
+    b = offload.tensor(head, "bias")
     return w, (torch.zeros(len(ids)) if b is None else b.detach()[index].float().cpu())
 
 

@@ -39,6 +39,7 @@ from mha_viz.ui.links import (  # noqa: F401 (re-exported for the views)
     summarize,
     url_value,
 )
+from mha_viz.ui.placement import placement_controls
 from mha_viz.ui.registry import GROUP_OF, VIEW_GROUPS, VIEWS  # noqa: F401 (re-exported: the navigation)
 
 log = logging.getLogger("mha_viz")
@@ -312,13 +313,14 @@ def sidebar() -> Controls:
     )
     if "cuda" not in devices:
         sb.caption("No CUDA GPU on this machine: computing on the CPU.")
+    spread = placement_controls(kind != "own")
     mask_slot = sb.container()  # the mask toggles and the example: drawn once the model is known
     scaled = sb.toggle(
         "Scale scores by 1/√d_k", True, key="scaled", bind="query-params", help="Turn off to see the softmax saturate."
     )
     fmt = sb.radio("Figure download format", ["png", "svg"], horizontal=True, key="img", bind="query-params")
     model = {"own": OWN, "hub": model_id, "smollm2": "smollm2"}.get(kind, "")
-    config = Config(model=model, device=str(resolve_device(device)), scaled=bool(scaled), **own)
+    config = Config(model=model, device=str(resolve_device(device)), scaled=bool(scaled), placement=spread, **own)
     if kind == "own":
         weights_download(config)
     return Controls(config, kind, text, layer_slot, False, bool(scaled), False, fmt, mask_slot)
