@@ -28,6 +28,7 @@ from mha_viz.pipeline import Recording, share_masks
 from mha_viz.trace import MhaVizError
 
 MAX_BATCH_CELLS = 2**25  # texts × heads × n² of one padded forward (the model's weights [b, h, n, n]: 128 MB)
+MAX_PADDING = 0.25  # padded positions per real one in a pass, at most
 SIDES = ("right", "left")
 
 
@@ -81,18 +82,28 @@ def record_batch(lm: LoadedModel, tokens: list[Tokens], side: str | None = None)
     return out
 
 
-def groups(lengths: list[int], size: int, n_heads: int, max_cells: int = MAX_BATCH_CELLS) -> list[list[int]]:
-    """Indices of the texts in forward passes of at most ``size`` texts and ``max_cells`` attention weights
-    (texts × heads × n², n the pass's longest text), shortest texts together (least padding); a text too long to
-    share a pass goes alone."""
+def groups(
+    lengths: list[int], size: int, n_heads: int, max_cells: int = MAX_BATCH_CELLS, max_padding: float = MAX_PADDING
+) -> list[list[int]]:
+    """Indices of the texts in forward passes, shortest texts together: at most ``size`` texts, ``max_cells``
+    attention weights (texts × heads × n², n the pass's longest text) and ``max_padding`` padded positions per real
+    one (a pass computes every padded position as if it were a token: on a CPU, where the model's matrix products
+    are compute-bound, padding costs what it pads); a text too long to share a pass goes alone."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     out: list[list[int]] = []
+    real = 0  # the current pass's real positions
     for i in order:
         last = out[-1] if out else None
-        if last is not None and len(last) < size and (len(last) + 1) * n_heads * lengths[i] ** 2 <= max_cells:
-            last.append(i)  # sorted: text i is the pass's longest
+        n = lengths[i]  # sorted: text i is the pass's longest if it joins
+        if (
+            last is not None and len(last) < size and (len(last) + 1) * n_heads * n**2 <= max_cells
+            and (len(last) + 1) * n <= (1 + max_padding) * (real + n)
+        ):  # fmt: skip
+            last.append(i)
+            real += n
         else:
             out.append([i])
+            real = n
     return out
 
 
@@ -110,12 +121,14 @@ def _item(call: Call, b: int, span: slice) -> Call:
 
 def _cut(t: torch.Tensor | None, b: int, span: slice, *axes: int) -> torch.Tensor | None:
     """Item ``b`` of ``t`` [b|1, ...] (an item axis of 1 is broadcast to every item: kept) with its position
-    ``axes`` cut to ``span``."""
+    ``axes`` cut to ``span`` (an axis of 1 is broadcast too), as a tensor of its own."""
     if t is None:
         return None
     item = t[b : b + 1] if t.shape[0] > 1 else t
-    index = tuple(span if d in axes and item.shape[d] > 1 else slice(None) for d in range(item.dim()))
-    return item[index].contiguous()
+    for d in axes:
+        if item.shape[d] > 1:
+            item = item.narrow(d, span.start, span.stop - span.start)
+    return item.contiguous()
 
 
 def _takes_position_ids(lm: LoadedModel) -> bool:

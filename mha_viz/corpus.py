@@ -13,7 +13,9 @@ Shapes: sums are [n_scores, n_layers, n_heads] float64; counts [n_layers, n_head
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import ctypes
 import json
 import math
 import os
@@ -225,9 +227,10 @@ def batches(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
 class Scorer:
     """One loaded model that scores batches of texts into partial Sums (a Ray worker holds one each).
 
-    ``batched``: the batch's texts go through the model together, padded, up to batch_record.MAX_BATCH_CELLS per
-    forward pass (each text's recording is cut back to its own tokens: the same scores as alone, within float32
-    rounding, 1e-6); False: one text per pass, exactly as `mha-viz roles` records it. ``side``: the padding side
+    ``batched``: the batch's texts go through the model together, padded, in passes of similar lengths
+    (batch_record.groups: at most a quarter of padding and 2²⁵ attention weights a pass); each text's recording is
+    cut back to its own tokens, so it gets the scores it gets alone up to float32 rounding (measured: MiniLM 9e-7,
+    SmolLM2 4e-6). False: one text per pass, exactly as `mha-viz roles` records it. ``side``: the padding side
     (None: the tokenizer's). ``placement``: a model spread over devices (models/placement.py; "" loads it whole).
     """
 
@@ -255,6 +258,7 @@ class Scorer:
                 sums.skip(found)
             else:
                 sums.add(*found)
+        give_back_memory()
         return sums
 
     def tables(self, batch: list[Item]) -> list[str | tuple[list[dict], int]]:
@@ -291,6 +295,14 @@ class Scorer:
             return "over the model's limit"
         tokens = rec.query_tokens(self.part)
         return roles_table(tokens, all_patterns(self.lm, rec, self.part, self.config)), len(tokens.ids)
+
+
+def give_back_memory() -> None:
+    """Return the heap's free memory to the system (glibc's malloc_trim; a no-op elsewhere). A batch's passes come in
+    many shapes (each padded to its own length) and glibc keeps what they freed in a heap that fragments: without
+    this the resident memory of a 5,000-text run crept up by 170 MB (447 -> 613 MB); with it, it stays flat."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 # --- checkpoints ----------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from mha_viz.models.run import token_embeddings
 from mha_viz.models.sources import smollm2_ready
 from mha_viz.models.unembed import head_rows
 from mha_viz.pipeline import layer_trace, record
+from mha_viz.ui.registry import VIEWS
 
 TOL = 1e-6
 
@@ -196,3 +197,23 @@ def test_the_app_spreads_the_model_and_shows_the_same_heads(minilm, monkeypatch)
     monkeypatch.setenv("MHA_VIZ_HOSTED", "1")
     at = run_app(view="Heads", layer="4")
     assert not [w for w in at.sidebar.text_input if w.key == "offload_folder"]
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_view_draws_the_same_figures_with_layers_on_disk(view: str, minilm) -> None:
+    """Each view, MiniLM loaded whole and with its last layers on disk: the same figures, number for number."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import APP, assert_clean
+
+    drawn = []
+    for spread in (False, True):
+        at = AppTest.from_file(APP, default_timeout=180)
+        at.query_params["view"] = view
+        if spread:
+            at.session_state["device_map"] = True
+            at.session_state["max_memory"] = "cpu=80MB"
+        at.run()
+        assert_clean(at)
+        drawn.append([c.proto.spec for c in at.get("plotly_chart")])
+    assert "Loading with device map auto" in " ".join(c.value for c in at.sidebar.caption)
+    assert drawn[1] == drawn[0]
