@@ -76,4 +76,16 @@ def pretrained(args: argparse.Namespace, why: str) -> LoadedModel:
     from mha_viz.config import Config
     from mha_viz.pipeline import load
 
-    return load(Config(model=model_name(args), device=str(resolve_device(args.device)), placement=placement(args)))
+    lm = load(Config(model=model_name(args), device=str(resolve_device(args.device)), placement=placement(args)))
+    say_spread(lm)
+    return lm
+
+
+def say_spread(lm: LoadedModel) -> None:
+    """Where a model spread by a device map went, one line on stderr (nothing for a model loaded whole)."""
+    if lm.device_map:
+        import sys
+
+        from mha_viz.models.placement import where
+
+        print(f"{lm.name} spread by a device map: {where(lm.device_map)}", file=sys.stderr)

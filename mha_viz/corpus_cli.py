@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from mha_viz.cli_options import add_device, check_out, is_own, placement
+from mha_viz.cli_options import add_device, check_out, is_own, placement, say_spread
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
@@ -82,7 +82,9 @@ def command(args: argparse.Namespace) -> None:
     work = corpus.batches(remaining, args.batch)
     options = {"batched": not args.no_pad, "placement": spread}
     if args.engine == "local":
-        sums = corpus.run_local(corpus.Scorer(args.model, args.part, device, **options), work, sums, done)
+        scorer = corpus.Scorer(args.model, args.part, device, **options)
+        say_spread(scorer.lm)
+        sums = corpus.run_local(scorer, work, sums, done)
     else:
         from mha_viz.corpus_ray import run_ray
 

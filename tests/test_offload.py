@@ -17,7 +17,7 @@ from mha_viz.config import Config
 from mha_viz.errors import MhaVizError
 from mha_viz.models import offload
 from mha_viz.models.load import load_model
-from mha_viz.models.placement import Placement, parse_max_memory, split
+from mha_viz.models.placement import Placement, parse_max_memory, split, where
 from mha_viz.models.projections import embedding_matrix
 from mha_viz.models.run import token_embeddings
 from mha_viz.models.sources import smollm2_ready
@@ -104,7 +104,7 @@ def test_hosted_mode_takes_no_offload_folder(monkeypatch, tmp_path: Path) -> Non
 def test_smollm2_with_layers_on_disk_records_what_the_whole_model_records() -> None:
     whole = load_model("smollm2", "cpu")
     spread = load_model("smollm2", _device("cpu=300MB"))  # ~540 MB of float32 weights: the later layers go to disk
-    where = spread.placement
+    where = spread.device_map
     on_disk = [k for k, v in where.items() if v == "disk" and k.startswith("model.layers.")]
     assert where["model.layers.0"] == "cpu" and len(on_disk) >= 10, where
     assert any(p.device.type == "meta" for p in spread.model.parameters())  # really off the modules
@@ -115,7 +115,7 @@ def test_smollm2_with_layers_on_disk_records_what_the_whole_model_records() -> N
 
 def test_a_model_wholly_on_disk_reads_its_weights_and_serves_threads(minilm) -> None:
     spread = load_model(None, _device("cpu=1MB"))
-    assert set(spread.placement.values()) == {"disk"}
+    assert set(spread.device_map.values()) == {"disk"}
     assert all(p.device.type == "meta" for p in spread.model.parameters())
     _same_traces(minilm, spread, SENTENCE)
     assert torch.equal(embedding_matrix(minilm), embedding_matrix(spread))
@@ -145,13 +145,13 @@ def test_a_model_wholly_on_disk_reads_its_weights_and_serves_threads(minilm) -> 
 @pytest.mark.skipif(not smollm2_ready(), reason="the bundled SmolLM2 is not converted (bash scripts/setup.sh)")
 def test_head_rows_of_an_offloaded_lm_head() -> None:
     whole, spread = load_model("smollm2", "cpu"), load_model("smollm2", _device("cpu=1MB"))
-    assert spread.placement == {"": "disk"}
+    assert spread.device_map == {"": "disk"}
     for a, b in zip(head_rows(whole, [1, 5, 9]), head_rows(spread, [1, 5, 9]), strict=True):
         assert torch.equal(a, b)
     assert offload.tensor(spread.model.lm_head).shape == whole.model.lm_head.weight.shape
 
 
-def test_corpus_cli_with_a_device_map_writes_the_same_file(tmp_path: Path, monkeypatch) -> None:
+def test_corpus_cli_with_a_device_map_writes_the_same_file(tmp_path: Path, monkeypatch, capsys) -> None:
     from mha_viz import corpus
 
     placed: list[dict | None] = []
@@ -159,7 +159,7 @@ def test_corpus_cli_with_a_device_map_writes_the_same_file(tmp_path: Path, monke
 
     def noted(self, *args, **kwargs) -> None:
         real(self, *args, **kwargs)
-        placed.append(self.lm.placement)
+        placed.append(self.lm.device_map)
 
     monkeypatch.setattr(corpus.Scorer, "__init__", noted)
     src = tmp_path / "texts.txt"
@@ -169,6 +169,7 @@ def test_corpus_cli_with_a_device_map_writes_the_same_file(tmp_path: Path, monke
     argv = ["--device-map", "auto", "--max-memory", "cpu=80MB", "--offload-folder", str(tmp_path / "off")]
     assert main(["corpus", "--texts", str(src), "--out", str(spread), *argv]) == 0
     assert placed[0] is None and "disk" in placed[1].values() and "cpu" in placed[1].values(), placed
+    assert f"spread by a device map: {where(placed[1])}" in capsys.readouterr().err
     assert spread.read_bytes() == whole.read_bytes()
 
 
@@ -190,7 +191,7 @@ def test_the_app_spreads_the_model_and_shows_the_same_heads(minilm, monkeypatch)
 
     held = MODELS.keys()  # (model, "<device>|<placement>") of each model the process holds
     keys = [k for k in held if "80MB" in k[1]]
-    assert len(keys) == 1 and "disk" in MODELS.get(keys[0], lambda: pytest.fail("not loaded")).placement.values()
+    assert len(keys) == 1 and "disk" in MODELS.get(keys[0], lambda: pytest.fail("not loaded")).device_map.values()
     at.sidebar.text_input(key="max_memory").set_value("cpu=lots")
     at.run()
     assert [e.value for e in at.error] and "not a size" in at.error[0].value

@@ -50,7 +50,7 @@ class LoadedModel:
         return offload.input_device(self.model)
 
     @property
-    def placement(self) -> dict[str, str] | None:
+    def device_map(self) -> dict[str, str] | None:
         """Where each block went ({module: "0" | "cpu" | "disk"}) for a model spread by a device map, else None."""
         found = getattr(self.model, "hf_device_map", None)
         return {str(k): str(v) for k, v in found.items()} if found else None

@@ -122,6 +122,15 @@ def _size(value: object) -> str:
     return str(value).strip().replace(" ", "")
 
 
+def where(device_map: dict[str, str]) -> str:
+    """One line for people: how many of the model's blocks each device holds ("GPU 0: 12, cpu: 6, disk: 14")."""
+    counts: dict[str, int] = {}
+    for device in device_map.values():
+        name = f"GPU {device}" if str(device).isdigit() else str(device)
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name}: {n}" for name, n in counts.items()) + " (blocks of the model per device)"
+
+
 def split(model_device: str) -> tuple[str, Placement | None]:
     """(device, placement or None) from a model device string (join's inverse)."""
     device, sep, rest = str(model_device).partition(SEP)
