@@ -56,14 +56,6 @@ def write_texts(path: Path, n: int) -> Path:
     return path
 
 
-def rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def local(models: list[str], n: int, batch: int) -> None:
     from mha_viz import corpus
     from mha_viz.batch_record import groups, record_batch
