@@ -98,12 +98,17 @@ def focus_rows(
     return np.stack([layer_rows(lm, rec, part, i, config, [q], measure)[:, 0] for i in range(lm.n_layers(part))])
 
 
-def focus_column(lm: LoadedModel, rec: Recording, part: str | None, config: Config, k: int) -> np.ndarray:
-    """Every query's weight on key ``k`` in every layer × head: patterns[:, :, :, k] without the patterns (rows in
-    chunks of CHUNK_CELLS scores, only the column kept). Shapes: returns [L, H, n_q] float32."""
+def focus_column(
+    lm: LoadedModel, rec: Recording, part: str | None, config: Config, k: int, queries: Sequence[int] | None = None
+) -> np.ndarray:
+    """Query rows' weight on key ``k`` in every layer × head: patterns[:, :, queries, k] without the patterns (every
+    query by default, in chunks of CHUNK_CELLS scores; only the column kept). Shapes: returns [L, H, n_queries]."""
     part = lm.part(part)
     out = []
     for layer in range(lm.n_layers(part)):
+        if queries is not None:
+            out.append(layer_rows(lm, rec, part, layer, config, list(queries))[:, :, k])
+            continue
         call = rec.run.calls[(part, layer)]
         h, n, nk = int(call.q.shape[1]), int(call.q.shape[-2]), int(call.k.shape[-2])
         step = max(1, CHUNK_CELLS // max(1, h * nk))

@@ -315,11 +315,14 @@ def get_focus_weights(
 
 
 @sized_cache(max_entries=16, max_mb=16)
-def get_focus_column(config: Config, text: str, target: str | None, part: str | None, k: int) -> np.ndarray:
-    """Every query's weight on key k in every layer × head (pretrained models). Shapes: [L, H, n_q] float32."""
+def get_focus_column(
+    config: Config, text: str, target: str | None, part: str | None, k: int, queries: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """Query rows' (default: every query's) weight on key k in every layer × head (pretrained models).
+    Shapes: [L, H, n_queries] float32."""
     from mha_viz import rows
 
-    return rows.focus_column(model_of(config), recording_of(config, text, target), part, config, k)
+    return rows.focus_column(model_of(config), recording_of(config, text, target), part, config, k, queries)
 
 
 @sized_cache(max_entries=16, max_mb=64)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import numpy as np
+
 from mha_viz.config import Config
 from mha_viz.pipeline import encode
 from mha_viz.referents import default_pair, focus_head, specific_head
@@ -18,6 +20,7 @@ from mha_viz.ui.cache import get_focus_column, model_of
 from mha_viz.ui.links import plain
 
 log = logging.getLogger("mha_viz")
+SAMPLE_ROWS = 256  # a text longer than this compares "it" with a sample of the other rows, not all of them
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,12 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
         if pair is None:
             return None
         q, k = pair
-        column = get_focus_column(config, text, target, part, k)  # [L, H, n_q] = patterns[:, :, :, k]
+        queries = None  # every row; a long text: the pronoun and an even sample of the others (bounded work)
+        if len(labels) > SAMPLE_ROWS:
+            sample = np.linspace(0, len(labels) - 1, SAMPLE_ROWS - 1).round().astype(int)
+            queries = (q, *sorted(set(sample.tolist()) - {q}))
+            q = 0
+        column = get_focus_column(config, text, target, part, k, queries)  # [L, H, rows] = patterns[:, :, rows, k]
         layer, head, weight, others, others_max = specific_head(column[:, :, :, None], q, 0)
         top = focus_head(column[:, :, :, None], q, 0)
     except MhaVizError as exc:  # an empty text, a budget: the page says so elsewhere
@@ -78,6 +86,6 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
         return None
     strongest = None
     if top[:2] != (layer, head):
-        rest = [column[top[0], top[1], i] for i in range(column.shape[2]) if i != q]
+        rest = [column[top[0], top[1], i] for i in range(column.shape[2]) if i != q]  # the same rows
         strongest = (*top, float(min(rest, default=0.0)), float(max(rest, default=0.0)))
-    return Found(layer, head, weight, labels[q], labels[k], others, others_max, strongest)
+    return Found(layer, head, weight, labels[pair[0]], labels[k], others, others_max, strongest)
