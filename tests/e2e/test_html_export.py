@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page
 
+from mha_viz import show
 from mha_viz.__main__ import main
 from tests.conftest import SENTENCE
 
@@ -69,7 +70,8 @@ def test_heads_export_draws_offline(exports, offline_page):
     assert heatmap_traces(page) == [12], "one figure, one heatmap per head"
     assert page.locator("blockquote").inner_text() == SENTENCE
     settings = dict(zip(page.locator("dt").all_inner_texts(), page.locator("dd").all_inner_texts(), strict=True))
-    assert settings["view"] == "heads" and settings["layer"] == "5" and settings["model"] == "all-MiniLM-L6-v2"
+    layer = show.found(SENTENCE, "it", "animal")[0]  # no --layer: the opening head's layer, computed, not assumed
+    assert settings["view"] == "heads" and settings["layer"] == str(layer) and settings["model"] == "all-MiniLM-L6-v2"
     assert blocked == [], "the page asked for nothing outside the file"
 
 
