@@ -2,24 +2,24 @@
 
 Streamlit runs this file as the page's script for every visit (``__name__ == "__main__"``). At server start,
 `streamlit run` finds the st.App below and imports this file once as a module: its lifespan starts loading the
-bundled model then, while the first browser fetches the page (mha_viz/server_start.py).
+bundled model then, while the first browser fetches the page (mha_viz/serve/start.py).
 """
 
 import streamlit as st
 
-from mha_viz.threads import configure_threads
+from mha_viz.runtime.threads import configure_threads
 
 configure_threads()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), before torch loads
 
 if __name__ == "__main__":
-    from mha_viz.server_start import import_heavy
+    from mha_viz.serve.start import import_heavy
 
     import_heavy()  # one thread imports torch, plotly, pandas...; concurrent first pages wait (issue 21 §2.4)
     from mha_viz.ui import main
 
     main()
 else:
-    from mha_viz.server_limits import middleware
-    from mha_viz.server_start import lifespan
+    from mha_viz.serve.limits import middleware
+    from mha_viz.serve.start import lifespan
 
     app = st.App(__file__, lifespan=lifespan, middleware=middleware())  # the page stream's limits

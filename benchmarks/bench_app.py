@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 from mha_viz.config import Config  # noqa: E402
 from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap, overview  # noqa: E402
 from mha_viz.models.load import load_model  # noqa: E402
-from mha_viz.pipeline import record, traces  # noqa: E402
-from mha_viz.studies import all_patterns  # noqa: E402
+from mha_viz.pipeline.road import record, traces  # noqa: E402
+from mha_viz.studies.sweeps import all_patterns  # noqa: E402
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 MB = 1e6

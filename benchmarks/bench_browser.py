@@ -4,7 +4,7 @@ Run:  python benchmarks/bench_browser.py
   1. Cold start: seconds from `streamlit run` to the first heatmap drawn in Chromium (torch import and
      model load included), and where they go: the server answering, the page's code loaded, the script
      starting (imports) and ending (model load, first views; from the MHA_VIZ_TIMINGS line), the browser
-     drawing; and the load started with the server (mha_viz/server_start.py): imports done, model ready.
+     drawing; and the load started with the server (mha_viz/serve/start.py): imports done, model ready.
      Target: <= 6 s.
   2. Heads view at 512 tokens: seconds from pressing Ctrl+Enter to the 12 heatmaps drawn, and bytes the
      browser received over the websocket meanwhile; then a hover on the opened head must show a weight.
@@ -66,7 +66,7 @@ def main() -> None:
             print(f"   server answering {up:.2f} s | page code loaded {loaded:.2f} s | script's main() starts "
                   f"{start:.2f} s (imports) | ends {end:.2f} s (model load, first views) | heatmap drawn "
                   f"{cold:.2f} s (browser {cold - end:.2f} s after the script)")  # fmt: skip
-            for pre in (line for line in lines if line["kind"] == "preload"):  # mha_viz/server_start.py
+            for pre in (line for line in lines if line["kind"] == "preload"):  # mha_viz/serve/start.py
                 print(f"   loaded at server start: imports done {pre['at'] - pre['s'] - wall0:.2f} s | model ready "
                       f"{pre['at'] - wall0:.2f} s")  # fmt: skip
             page.wait_for_selector(DONE)

@@ -3,7 +3,7 @@
 Run:  python benchmarks/bench_capture.py [--sizes 16,128,512] [--device cpu|cuda]
 Same run, same bundled MiniLM weights:
 - baseline: transformers' own eager attention, a plain forward pass (no recording);
-- record:   mha_viz.pipeline.record (every call's q, k, v, mask and W^O output copied to the CPU, and our
+- record:   mha_viz.pipeline.road.record (every call's q, k, v, mask and W^O output copied to the CPU, and our
             recomputation checked against the model's weights);
 - traces:   record plus all 6 layer traces rebuilt by our engine (what the CLI's `trace` does).
 Then two threads recording two texts at once through the one shared model (no lock), against the same
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mha_viz.config import Config
 from mha_viz.models.sources import bundled_model_dir
-from mha_viz.pipeline import layer_trace, load, record
+from mha_viz.pipeline.road import layer_trace, load, record
 
 
 def median_s(fn, reps: int) -> float:

@@ -57,9 +57,9 @@ def write_texts(path: Path, n: int) -> Path:
 
 
 def local(models: list[str], n: int, batch: int) -> None:
-    from mha_viz import corpus
-    from mha_viz.batch_record import groups, record_batch
-    from mha_viz.pipeline import encode, record
+    from mha_viz.pipeline.batch import groups, record_batch
+    from mha_viz.pipeline.road import encode, record
+    from mha_viz.studies import corpus
 
     texts = make_texts(n)
     items = [corpus.Item(i, t) for i, t in enumerate(texts)]
@@ -107,8 +107,8 @@ def ray_engine(n: int, batch: int) -> None:
     except ImportError:
         print("2. Ray engine: ray is not installed (pip install 'mha-viz[ray]'); skipped")
         return
-    from mha_viz import corpus
-    from mha_viz.corpus_ray import run_ray
+    from mha_viz.studies import corpus
+    from mha_viz.studies.corpus_ray import run_ray
 
     items = [corpus.Item(i, t) for i, t in enumerate(make_texts(n))]
     print(f"2. Ray engine (local cluster on this {os.cpu_count()}-core machine), MiniLM, {n} texts, --batch {batch}")
@@ -147,7 +147,7 @@ def _merge_rate(batch: int) -> float:
     """Batches per second the driver takes in: add a partial sum (MiniLM's shape) and write the checkpoint."""
     import numpy as np
 
-    from mha_viz import corpus
+    from mha_viz.studies import corpus
 
     part = corpus.Sums.empty(6, 12)
     part.total += np.random.default_rng(0).random(part.total.shape)
@@ -164,8 +164,8 @@ def _merge_rate(batch: int) -> float:
 
 CHILD = """
 import json, sys, time
-from mha_viz import corpus
-from mha_viz.__main__ import main
+from mha_viz.studies import corpus
+from mha_viz.cli.main import main
 samples = []  # RSS (MB) after each batch's checkpoint: the run as it goes
 real = corpus.save_checkpoint
 def noted(out, sums, meta):

@@ -104,7 +104,7 @@ def long_text_run(n_long: int, layer: int) -> None:
     from mha_viz.models.load import load_model
     from mha_viz.models.run import run_layer, run_model
     from mha_viz.models.tokens import Tokens
-    from mha_viz.pipeline import Recording, layer_trace
+    from mha_viz.pipeline.road import Recording, layer_trace
     from mha_viz.ui.memo import tune_allocator
 
     tune_allocator()  # as in the app: big blocks go back to the system when freed

@@ -18,10 +18,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mha_viz import importance as im
 from mha_viz.config import Config
 from mha_viz.models.run import run_model
-from mha_viz.pipeline import load
+from mha_viz.pipeline.road import load
+from mha_viz.studies import importance as im
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 TARGET_S = {"minilm": 3.0}

@@ -73,7 +73,7 @@ def main() -> None:
 
     from mha_viz.config import Config
     from mha_viz.models.sources import bundled_model_dir
-    from mha_viz.pipeline import smollm2_dir
+    from mha_viz.pipeline.road import smollm2_dir
     from mha_viz.ui import cache
 
     print(f"start: {rss_mb():.0f} MB resident")

@@ -21,11 +21,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mha_viz import patching as pt
-from mha_viz.attribution_patching import attribution
 from mha_viz.config import Config
 from mha_viz.models.run import run_model
-from mha_viz.pipeline import load
+from mha_viz.pipeline.road import load
+from mha_viz.studies import patching as pt
+from mha_viz.studies.attribution_patching import attribution
 
 TIRED = "The animal didn't cross the street because it was too tired"
 PAIRS = {"minilm": ("", TIRED, TIRED.replace("tired", "wide")), "smollm2": ("smollm2", *pt.IOI)}

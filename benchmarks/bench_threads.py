@@ -1,6 +1,6 @@
 """torch's threads on a quiet and on a busy machine (issue 22 §4): a whole-model view's work (Head importance on
 MiniLM: 73 passes; SmolLM2's trace of a 512-token text), each in a fresh process, with torch's default of every core,
-with one thread, and with mha_viz.threads.adapt (the cores other processes leave free, measured before the work, as
+with one thread, and with runtime.threads.adapt (the cores other processes leave free, measured before the work, as
 the CLI does and the app does before each run). Quiet, then with two busy processes beside it (users' machines are
 shared).
 
@@ -27,15 +27,15 @@ from harness import Busy  # noqa: E402
 WORK = {
     "importance (MiniLM)": """
 from mha_viz.config import Config
-from mha_viz import importance as im
-from mha_viz.pipeline import load
+from mha_viz.studies import importance as im
+from mha_viz.pipeline.road import load
 lm = load(Config())
 scorer = im.Scorer(lm, ["The animal didn't cross the street because it was too tired"])
 run = lambda: im.head_importance(scorer)
 """,
     "trace 512 tokens (SmolLM2)": """
 from mha_viz.config import Config
-from mha_viz.pipeline import load, traces
+from mha_viz.pipeline.road import load, traces
 config = Config(model="smollm2")
 lm = load(config)
 text = " ".join(["The animal didn't cross the street because it was too tired."] * 40)
@@ -44,7 +44,7 @@ run = lambda: traces(config, text, lm=lm)
 }
 TIMED = """
 import time, torch
-from mha_viz import threads
+from mha_viz.runtime import threads
 n = threads.adapt(probe=True) if ADAPT else None
 t = time.perf_counter()
 run()

@@ -1,4 +1,4 @@
-"""Calibrate mha_viz.budget's time model: time views through Streamlit's AppTest (the page's own road) and print
+"""Calibrate pipeline/budget.py's time model: time views through Streamlit's AppTest (the page's own road) and print
 each measured time beside the model's estimate.
 
     .venv/bin/python benchmarks/bench_view_cost.py "W^O" src=Own+weights d_model=2048 own_heads=256 words=60

@@ -43,7 +43,7 @@ def references(users: int) -> dict[str, tuple[list[str], np.ndarray]]:
     """Single-user results: token labels and head 0's pattern of layer 0 for every sentence used."""
     from mha_viz.config import Config
     from mha_viz.models.load import load_model
-    from mha_viz.pipeline import traces
+    from mha_viz.pipeline.road import traces
 
     lm = load_model(None, "cpu")
     out = {}

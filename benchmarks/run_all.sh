@@ -16,6 +16,7 @@ echo; echo "== app, server side (and bertviz, same run) ==";         "$py" bench
 echo; echo "== browser: cold start, 512-token heads view ==";        "$py" benchmarks/bench_browser.py
 echo; echo "== browser: every control change, seed sentence ==";      "$py" benchmarks/bench_interact.py --reps 5
 echo; echo "== the same, two busy processes beside it ==";           "$py" benchmarks/bench_interact.py --reps 5 --busy 2
+echo; echo "== the command line answers before torch loads ==";         "$py" benchmarks/bench_cli_start.py
 echo; echo "== torch threads, quiet and busy ==";                     "$py" benchmarks/bench_threads.py
 echo; echo "== patching (exact, attribution) ==";                     "$py" benchmarks/bench_patching.py
 echo; echo "== browser: long texts (MiniLM 512, SmolLM2 2048) ==";     "$py" benchmarks/bench_long.py --runs 3 --smol-runs 2 --all-views

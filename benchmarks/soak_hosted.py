@@ -10,7 +10,7 @@ alone (how far each one by itself raises the server's memory; --skip-alone skips
   - crafted .safetensors uploads: deeply nested header JSON, a 5000-digit integer in a shape, weights of
     1e30, a truncated file, a header length of 2**63, a 17 MB file, and one valid file as a control;
   - normal traffic: the default page and a layer change, whose first head-grid heatmap (head 0) must equal
-    what mha_viz.pipeline.traces computes for the seed sentence at that layer.
+    what mha_viz.pipeline.road.traces computes for the seed sentence at that layer.
 A background thread samples the server's resident memory (VmRSS of the process and its children) every
 0.25 s; a request's rise is the highest RSS while it ran less the RSS when it began (under load, other
 sessions' requests overlap it, so that figure is an upper bound). Bounded: new requests stop after
@@ -288,7 +288,7 @@ class Refs:
 
     def __init__(self, lm) -> None:
         from mha_viz.config import Config
-        from mha_viz.pipeline import traces
+        from mha_viz.pipeline.road import traces
 
         tokens, _, found = traces(Config(device="cpu"), SENTENCE, layers=list(range(N_LAYERS)), lm=lm)
         self.labels = "|".join(tokens.labels)

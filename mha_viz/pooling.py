@@ -1,6 +1,6 @@
 """Block means: a long pattern averaged over f×f blocks of cells (the Overview's tiles, the grid's panels).
 
-Pure numpy, no model: used by mha_viz.rows and, during a long text's recorded pass, by models.capture (the
+Pure numpy, no model: used by mha_viz.pipeline.rows and, during a long text's recorded pass, by models.capture (the
 tiles of each layer's checked pattern, so the Overview needs no second look at every layer)."""
 
 from __future__ import annotations

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mha_viz import figures
+from mha_viz.analysis.referents import specific_head, word
+from mha_viz.analysis.steps import head_steps, numbered
 from mha_viz.config import Config
 from mha_viz.figures.notebook import offline
 from mha_viz.models.load import LoadedModel
-from mha_viz.pipeline import Recording, layer_trace, load, record
-from mha_viz.referents import specific_head, word
-from mha_viz.steps import head_steps, numbered
-from mha_viz.studies import all_patterns
+from mha_viz.pipeline.road import Recording, layer_trace, load, record
+from mha_viz.studies.sweeps import all_patterns
 from mha_viz.trace import AttentionTrace, MhaVizError
 
 if TYPE_CHECKING:  # only figures/ imports plotly

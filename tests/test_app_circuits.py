@@ -8,8 +8,8 @@ import torch
 from test_app import array, assert_clean, heatmaps, run_app, specs
 
 from conftest import SENTENCE
-from mha_viz import importance as im
 from mha_viz.models.projections import head_weights
+from mha_viz.studies import importance as im
 
 
 def test_importance_map_is_the_ablation_scan(minilm) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import _zoo_dir
-from mha_viz.__main__ import main
+from mha_viz.cli.main import main
 from mha_viz.models.load import load_model, prepare
 from mha_viz.trace import MhaVizError
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from conftest import SENTENCE
-from mha_viz import budget
-from mha_viz.analysis import contribution_norms, head_distances, js_distance
+from mha_viz.analysis.patterns import contribution_norms, head_distances, js_distance
 from mha_viz.config import Config
-from mha_viz.pipeline import own_trace, record, traces
+from mha_viz.pipeline import budget
+from mha_viz.pipeline.road import own_trace, record, traces
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.memo import SizedCache, nbytes
 

@@ -15,10 +15,12 @@ import pytest
 import torch
 
 from conftest import SENTENCE
-from mha_viz import budget, logits, pipeline
-from mha_viz.logits import LENS_K
 from mha_viz.models import unembed as unembed_module
 from mha_viz.models.unembed import apply_norm, residual_stream, unembed, unembedding
+from mha_viz.pipeline import budget
+from mha_viz.pipeline import road as pipeline
+from mha_viz.studies import logits
+from mha_viz.studies.logits import LENS_K
 from mha_viz.trace import MhaVizError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +118,9 @@ def test_chunked_lens_matches_the_unchunked_lens(smollm2, monkeypatch, position,
 _PEAK = r"""
 import json, sys, threading, time
 import psutil
-from mha_viz import budget, logits, pipeline
+from mha_viz.pipeline import budget
+from mha_viz.studies import logits
+from mha_viz.pipeline import road as pipeline
 from mha_viz.models.load import load_model
 from mha_viz.ui.views.next_token import LENS_MAX_TOKENS
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import SENTENCE
-from mha_viz import circuits
 from mha_viz.config import Config
 from mha_viz.models.load import load_model
 from mha_viz.models.projections import HeadWeights, embedding_matrix, head_weights, unembedding_matrix
-from mha_viz.pipeline import traces
+from mha_viz.pipeline.road import traces
+from mha_viz.studies import circuits
 
 
 def _weights(d: int = 24, dh: int = 4, h: int = 2, kv: int = 2, seed: int = 0) -> HeadWeights:

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from conftest import SENTENCE
-from mha_viz.__main__ import main
 from mha_viz.attention import compute_trace
+from mha_viz.cli.main import main
 from mha_viz.edits import ablate_heads, regroup_heads
 from mha_viz.own import init_weights, save_weights
-from mha_viz.pipeline import encode, layer_weights, record
+from mha_viz.pipeline.road import encode, layer_weights, record
 from mha_viz.trace import AttentionWeights
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,7 +281,7 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
 def test_the_cli_parses_before_torch_loads(argv: list[str]) -> None:
     """--help and argument errors never import torch, numpy or plotly (issue 22 §1: every call imported both)."""
     code = (
-        "import sys\nfrom mha_viz.__main__ import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "import sys\nfrom mha_viz.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in ('torch', 'numpy', 'plotly', 'transformers') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
@@ -291,7 +291,7 @@ def test_the_cli_parses_before_torch_loads(argv: list[str]) -> None:
 def test_the_cli_honours_the_thread_setting(tmp_path: Path) -> None:
     """MHA_VIZ_TORCH_THREADS reaches torch in the CLI as in the app (issue 22 §4)."""
     code = (
-        "import sys\nfrom mha_viz.__main__ import main\nmain(['models'])\nimport torch\n"
+        "import sys\nfrom mha_viz.cli.main import main\nmain(['models'])\nimport torch\n"
         "print('threads', torch.get_num_threads())"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from conftest import SENTENCE
-from mha_viz import corpus
-from mha_viz.__main__ import main
+from mha_viz.analysis.roles import SCORE_KEYS
+from mha_viz.cli.main import main
 from mha_viz.config import Config
-from mha_viz.pipeline import record
-from mha_viz.roles import SCORE_KEYS
-from mha_viz.studies import all_patterns, roles_table
+from mha_viz.pipeline.road import record
+from mha_viz.studies import corpus
+from mha_viz.studies.sweeps import all_patterns, roles_table
 
 TEXTS = [SENTENCE, "The cat sat on the mat and the cat slept", "She gave him the book because he had asked for it",
          "humpty dumpty sat on the wall", "A dog, a cat; and a bird."]  # fmt: skip

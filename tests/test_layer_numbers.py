@@ -12,7 +12,7 @@ from test_models import TOL, _labels, reference
 from mha_viz.config import Config
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
-from mha_viz.pipeline import Recording, layer_trace
+from mha_viz.pipeline.road import Recording, layer_trace
 from zoo import _GQA
 
 CASES = {  # name: (model_type, config overrides); windows of 1, 2 and 3 tokens, all or alternate layers sliding

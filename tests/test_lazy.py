@@ -7,9 +7,9 @@ import numpy as np
 from test_app import array, assert_clean, run_app, specs
 
 from conftest import SENTENCE
-from mha_viz import norms
+from mha_viz.analysis import norms
 from mha_viz.config import Config
-from mha_viz.pipeline import traces
+from mha_viz.pipeline.road import traces
 
 SINK_TITLE = "Share going to"
 

@@ -10,11 +10,11 @@ import torch.nn.functional as F
 from test_app import array, assert_clean, heatmaps, run_app, specs
 
 from conftest import SENTENCE, random_weights
+from mha_viz.analysis.lesson import default_head, mask_kind, wo_origin
 from mha_viz.attention import compute_trace, loop_attention
-from mha_viz.claims import identity_equivalence, loop_vs_batched
 from mha_viz.config import Config
-from mha_viz.lesson import default_head, mask_kind, wo_origin
-from mha_viz.pipeline import layer_input, layer_trace, layer_weights, record, traces
+from mha_viz.pipeline.road import layer_input, layer_trace, layer_weights, record, traces
+from mha_viz.studies.claims import identity_equivalence, loop_vs_batched
 from mha_viz.ui.sidebar import VIEWS
 
 STEP_TITLES = ("Step 1.", "Step 2.", "Step 3.", "Step 4.", "Step 5.", "Step 6.", "Step 7.")
@@ -275,7 +275,7 @@ def test_own_weights_are_not_called_learned() -> None:
 
 # --- a decoder with rotary embeddings and grouped K/V (SmolLM2) ------------------------------------------
 def test_lesson_on_smollm2_shows_q_k_v_as_used() -> None:
-    from mha_viz.pipeline import load
+    from mha_viz.pipeline.road import load
 
     at = open_all(run_app(view="Lesson", src="SmolLM2-135M (bundled)", layer="2"))
     lm = load(Config(model="smollm2"))

@@ -25,7 +25,7 @@ from mha_viz.figures import (
     token_window,
 )
 from mha_viz.figures.lines import LEVELS, ROW_PX
-from mha_viz.pipeline import traces
+from mha_viz.pipeline.road import traces
 from mha_viz.ui.views.lines import lines_csv
 
 # a hand-made pattern: 2 heads, 4 queries, 4 keys (rows need not sum to 1 for the figure)

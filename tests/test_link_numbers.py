@@ -85,9 +85,9 @@ def test_link_float_result_is_finite_and_in_range(text: str) -> None:
 def test_each_limit_is_defined_once() -> None:
     import importlib
 
-    from mha_viz import __main__ as cli
-    from mha_viz import induction
+    from mha_viz.cli import main as cli
     from mha_viz.models import tokens
+    from mha_viz.studies import induction
 
     sidebar = importlib.import_module("mha_viz.ui.sidebar")
     assert sidebar.MAX_SEED is config.MAX_SEED == 2**32 - 1

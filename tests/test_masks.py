@@ -1,4 +1,4 @@
-"""The padding mask on a real padded batch (mha_viz/padding.py) and the Masks tab."""
+"""The padding mask on a real padded batch (mha_viz/studies/padding.py) and the Masks tab."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.figures.masks import PAD_ROW_NOTE
 from mha_viz.models.tokens import word_tokens
-from mha_viz.padding import own_padded_batch, pad_ids, padded_batch
-from mha_viz.pipeline import encode, own_input
+from mha_viz.pipeline.road import encode, own_input
+from mha_viz.studies.padding import own_padded_batch, pad_ids, padded_batch
 
 SHORT = "The animal was tired"
 LAYER = 3

@@ -20,7 +20,7 @@ from mha_viz.models.load import LoadedModel, load_model, prepare
 from mha_viz.models.run import run_model
 from mha_viz.models.sources import bundled_model_dir
 from mha_viz.models.tokens import Tokens, distinct_labels, readable
-from mha_viz.pipeline import Recording, encode, layer_trace, record, traces
+from mha_viz.pipeline.road import Recording, encode, layer_trace, record, traces
 from mha_viz.trace import MhaVizError
 from zoo import ZOO, build
 
@@ -235,7 +235,7 @@ def test_bundled_model_is_extracted_once(tmp_path, monkeypatch) -> None:
 def test_shared_model_is_not_mutated(minilm: LoadedModel) -> None:
     before = {n: p.clone() for n, p in minilm.model.named_parameters()}
     rec = record(minilm, SENTENCE)
-    from mha_viz.pipeline import layer_weights
+    from mha_viz.pipeline.road import layer_weights
 
     layer_weights(minilm, rec, "encoder", 0).W_Q.zero_()  # editing our copy must not reach the model
     traces(Config(heads=4, wo="random", ablate=(1,)), SENTENCE, layers=[0, 5], lm=minilm)

@@ -1,4 +1,4 @@
-"""Training-free mixture of heads (mha_viz/moh.py): the per-token head mask at the attention call against a
+"""Training-free mixture of heads (mha_viz/studies/moh.py): the per-token head mask at the attention call against a
 hand-written pre-hook on a copy's W^O, k = h is the model, k = 0 is every head ablated, and the CLI's contract."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from conftest import _tiny_tokenizer, _zoo_dir
-from mha_viz import moh
-from mha_viz.__main__ import main
+from mha_viz.cli.main import main
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
+from mha_viz.studies import moh
 
 TEXT = "The animal was tired because it ran"
 

@@ -50,10 +50,10 @@ def test_gpt_oss_sink_share_is_drawn_as_the_model_computes_it(folders: dict[str,
 
 @pytest.mark.parametrize("model_type", ["qwen3_next", "bitnet"])
 def test_the_step_before_wo_is_shown_and_is_what_wo_reads(model_type: str, folders: dict[str, str]) -> None:
+    from mha_viz.analysis.steps import head_steps
     from mha_viz.config import Config
-    from mha_viz.pipeline import layer_trace as trace_of
-    from mha_viz.pipeline import load, record
-    from mha_viz.steps import head_steps
+    from mha_viz.pipeline.road import layer_trace as trace_of
+    from mha_viz.pipeline.road import load, record
 
     lm = load(Config(model=folders[model_type]))
     t = trace_of(lm, record(lm, TEXT), "decoder", lm.n_layers("decoder") - 1, Config(model=folders[model_type]))

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from conftest import SENTENCE
-from mha_viz import norms
+from mha_viz.analysis import norms
 from mha_viz.config import Config
 from mha_viz.models.load import load_model
-from mha_viz.pipeline import traces
+from mha_viz.pipeline.road import traces
 
 
 def _direct(t) -> np.ndarray:
@@ -62,7 +62,7 @@ def test_row_shares_of_zero_rows_stay_zero() -> None:
 def test_the_switch_draws_contributions_in_rollout_and_overview(minilm) -> None:
     from test_app import array, assert_clean, heatmaps, run_app, specs
 
-    from mha_viz.analysis import rollout
+    from mha_viz.analysis.patterns import rollout
 
     _, _, ts = traces(Config(), SENTENCE, lm=minilm)
     shares = np.stack([norms.shown_pattern(t, "contribution") for t in ts])  # [L, H, n, n]

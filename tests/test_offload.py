@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import SENTENCE
-from mha_viz.__main__ import main
+from mha_viz.cli.main import main
 from mha_viz.config import Config
 from mha_viz.errors import MhaVizError
 from mha_viz.models import offload
@@ -22,7 +22,7 @@ from mha_viz.models.projections import embedding_matrix
 from mha_viz.models.run import token_embeddings
 from mha_viz.models.sources import smollm2_ready
 from mha_viz.models.unembed import head_rows
-from mha_viz.pipeline import layer_trace, record
+from mha_viz.pipeline.road import layer_trace, record
 from mha_viz.ui.registry import VIEWS
 
 TOL = 1e-6
@@ -152,7 +152,7 @@ def test_head_rows_of_an_offloaded_lm_head() -> None:
 
 
 def test_corpus_cli_with_a_device_map_writes_the_same_file(tmp_path: Path, monkeypatch, capsys) -> None:
-    from mha_viz import corpus
+    from mha_viz.studies import corpus
 
     placed: list[dict | None] = []
     real = corpus.Scorer.__init__

@@ -12,9 +12,9 @@ from streamlit.testing.v1 import AppTest
 from test_app import assert_clean, run_app
 
 from conftest import SENTENCE
+from mha_viz.analysis.referents import default_pair, specific_head
 from mha_viz.config import Config
-from mha_viz.pipeline import traces
-from mha_viz.referents import default_pair, specific_head
+from mha_viz.pipeline.road import traces
 
 LAYER, HEAD = 2, 7  # neither the found head (layer 3, head 1) nor any view's own first choice
 

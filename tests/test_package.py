@@ -22,11 +22,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import SENTENCE
-from mha_viz.__main__ import main
-from mha_viz.app_cli import SCRIPT, STREAMLIT_OPTIONS
+from mha_viz.cli.app import SCRIPT, STREAMLIT_OPTIONS
+from mha_viz.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = "mha_viz/ui/entry/streamlit_app.py"
+ENTRY = "mha_viz/serve/script/streamlit_app.py"
 # Not copied into the build folder: local state, never part of the source (tests/ and benchmarks/ are copied,
 # so that the wheel leaving them out is checked).
 LOCAL = shutil.ignore_patterns(
@@ -92,7 +92,7 @@ def test_wheel_ships_the_package_and_nothing_else(wheel: Path) -> None:
     assert ENTRY in names and "mha_viz/ui/views/heads.py" in names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", ".venv", "app.py", "scripts/"))]
     console = entry_points.split("[console_scripts]")[1].split("[")[0]
-    assert [line.replace(" ", "") for line in console.strip().splitlines()] == ["mha-viz=mha_viz.__main__:main"]
+    assert [line.replace(" ", "") for line in console.strip().splitlines()] == ["mha-viz=mha_viz.cli.main:main"]
     requires = [
         line.split(":", 1)[1].replace(" ", "") for line in metadata.splitlines() if line.startswith("Requires-Dist:")
     ]

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from conftest import SENTENCE, _tiny_tokenizer
-from mha_viz import patching as pt
-from mha_viz.__main__ import main
+from mha_viz.cli.main import main
 from mha_viz.models.load import prepare as prepare_model
+from mha_viz.studies import patching as pt
 
 CLEAN, CORRUPT = "The animal was tired", "The tired was animal"  # 4 tokens each in the tiny tokenizer
 ANSWER, WRONG = " animal", " tired"
@@ -295,7 +295,7 @@ def test_path_patching_against_three_runs_with_hooks(sharp, what: str) -> None:
     """Sender L0H1 → receivers of layer 1, written out: (1) the clean run's o_proj input of layer 0 and the corrupted
     run's of layer 1; (2) the corrupted run with the sender's columns clean and layer 1's heads frozen corrupted,
     layer 1's {what}_proj output recorded; (3) the corrupted run with one receiver's columns of it put in."""
-    from mha_viz.path_patching import path_patch
+    from mha_viz.studies.path_patching import path_patch
 
     llama, pair = sharp, pt.prepare(sharp, CLEAN, CORRUPT, ANSWER, WRONG)
     got = path_patch(pair, (0, 1), what)
@@ -356,7 +356,7 @@ def test_cli_path_patching(llama_dir: str, tmp_path, capsys) -> None:
 def test_patching_view_path_from_the_top_head(minilm) -> None:
     from test_app import array, assert_clean, heatmaps, run_app, specs
 
-    from mha_viz.path_patching import path_patch
+    from mha_viz.studies.path_patching import path_patch
 
     at = run_app(view="Patching")
     at.button(key="path_go").click().run()
@@ -373,7 +373,7 @@ def test_patching_view_path_from_the_top_head(minilm) -> None:
 def test_attribution_against_finite_differences(sharp, what: str) -> None:
     """The first-order estimate is the derivative of patching along clean − corrupted: central differences of real
     patched runs with each head moved ±eps of the way from its corrupted value towards its clean one."""
-    from mha_viz.attribution_patching import attribution
+    from mha_viz.studies.attribution_patching import attribution
 
     pair = pt.prepare(sharp, CLEAN, CORRUPT, ANSWER, WRONG)
     got = attribution(pair, what) - pair.corrupted
@@ -391,9 +391,9 @@ def test_attribution_against_finite_differences(sharp, what: str) -> None:
 
 
 def test_cli_attribution(llama_dir: str, tmp_path, capsys) -> None:
-    from mha_viz.attribution_patching import attribution
     from mha_viz.config import Config
-    from mha_viz.pipeline import load
+    from mha_viz.pipeline.road import load
+    from mha_viz.studies.attribution_patching import attribution
 
     code, rows = _cli(tmp_path, "--model", llama_dir, "--method", "attribution")
     assert code == 0 and len(rows) == L * H and "attribution estimate" in capsys.readouterr().out
@@ -404,7 +404,7 @@ def test_cli_attribution(llama_dir: str, tmp_path, capsys) -> None:
 def test_patching_view_shows_attribution_first_above_the_auto_size(minilm, monkeypatch) -> None:
     from test_app import array, assert_clean, heatmaps, run_app, specs
 
-    from mha_viz.attribution_patching import attribution
+    from mha_viz.studies.attribution_patching import attribution
     from mha_viz.ui.views import patching as view
 
     monkeypatch.setattr(view, "AUTO_RUNS", 10)

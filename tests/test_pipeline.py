@@ -8,8 +8,8 @@ import torch
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.models.run import run_model, token_embeddings
-from mha_viz.pipeline import encode, own_trace, traces
-from mha_viz.studies import ablation_effect
+from mha_viz.pipeline.road import encode, own_trace, traces
+from mha_viz.studies.sweeps import ablation_effect
 from mha_viz.trace import MhaVizError
 
 
@@ -30,7 +30,7 @@ def test_pretrained_config_changes_the_trace(minilm) -> None:
 def test_resplit_from_recorded_input_equals_the_recorded_trace_at_same_count(minilm) -> None:
     """heads=None (recorded q, k, v) and the rebuilt-from-X path agree on an unchanged layer."""
     from mha_viz.attention import compute_trace
-    from mha_viz.pipeline import layer_input, layer_weights, record
+    from mha_viz.pipeline.road import layer_input, layer_weights, record
 
     rec = record(minilm, SENTENCE)
     recorded = traces(Config(), SENTENCE, layers=[3], lm=minilm)[2][0]

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from test_app import array, assert_clean, heatmaps, run_app, specs
 
+from mha_viz.analysis.steps import Step, numbered, scale_title
 from mha_viz.figures import heads_grid, matrix_heatmap
 from mha_viz.figures.common import GRID_WIDTH_PX, LABEL_PX, plural
-from mha_viz.steps import Step, numbered, scale_title
 
 STEP = re.compile(r"^(\d)([a-z]?)\. ")
 

@@ -7,7 +7,7 @@ import argparse
 import re
 from pathlib import Path
 
-from mha_viz.__main__ import build_parser
+from mha_viz.cli.main import build_parser
 from mha_viz.ui.sidebar import VIEWS
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")

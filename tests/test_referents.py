@@ -11,10 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import SENTENCE
-from mha_viz.analysis import align_tokens, focus_shift
-from mha_viz.config import Config
-from mha_viz.pipeline import encode, traces
-from mha_viz.referents import (
+from mha_viz.analysis.patterns import align_tokens, focus_shift
+from mha_viz.analysis.referents import (
     default_pair,
     differing_words,
     focus_head,
@@ -24,6 +22,8 @@ from mha_viz.referents import (
     shared_weights,
     specific_head,
 )
+from mha_viz.config import Config
+from mha_viz.pipeline.road import encode, traces
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 WIDE = SENTENCE.replace("tired", "wide")
@@ -258,7 +258,7 @@ def test_app_where_defaults_and_opened_head(minilm, minilm_two) -> None:
 
 
 def test_default_candidates() -> None:
-    from mha_viz.referents import default_candidates
+    from mha_viz.analysis.referents import default_candidates
 
     assert default_candidates(["[CLS]", "the (1)", "animal", "the (5)", "street", "it"]) == (2, 4)
     assert default_candidates(["<s>", "The", "trophy", "in", "the", "suitcase", "it"]) == (2, 5)

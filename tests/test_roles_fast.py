@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.analysis import EPS
-from mha_viz.roles import SCORE_KEYS, head_roles, repeat_masks
+from mha_viz.analysis.patterns import EPS
+from mha_viz.analysis.roles import SCORE_KEYS, head_roles, repeat_masks
 
 
 def row_entropy(p: np.ndarray) -> np.ndarray:

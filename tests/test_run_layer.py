@@ -14,7 +14,7 @@ from mha_viz.models import capture
 from mha_viz.models.load import LoadedModel, prepare
 from mha_viz.models.run import run_layer, run_model
 from mha_viz.models.sources import bundled_model_dir
-from mha_viz.pipeline import Recording, layer_trace
+from mha_viz.pipeline.road import Recording, layer_trace
 from mha_viz.trace import MhaVizError
 from zoo import build
 

@@ -122,7 +122,7 @@ def test_odd_unicode_is_a_trace_or_a_clear_message(lm, text: str) -> None:
     ],
 )
 def test_odd_and_long_text(lm, text: str) -> None:
-    from mha_viz.pipeline import traces
+    from mha_viz.pipeline.road import traces
 
     try:
         _, _, (trace,) = traces(Config(), text, layers=[0], lm=lm)

@@ -18,7 +18,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests
 
-from mha_viz import server_limits
+from mha_viz.serve import limits as server_limits
 from mha_viz.ui import guard, memo
 from mha_viz.ui.model_store import ModelStore
 from tests.stream_client import clear_cache, frame, open_silent, rerun, run_async, run_page, serve
@@ -225,7 +225,7 @@ def _in_a_stopped_session(fn) -> BaseException | None:
 def test_a_page_stops_within_a_module_when_its_session_is_gone() -> None:
     """The shared model's next module and the next cached computation raise StopException in a page run whose
     session is gone (main: the whole pass ran; Streamlit only looks at its next st.* call)."""
-    from mha_viz import pipeline
+    from mha_viz.pipeline import road as pipeline
     from mha_viz.ui.cache import get_model, get_recording
 
     lm = get_model("", "cpu")

@@ -1,5 +1,5 @@
-"""The bundled model loads when the server starts (mha_viz/server_start.py), with the garbage collector paused
-(mha_viz/gcpause.py); app.py stays the page's script for every visit."""
+"""The bundled model loads when the server starts (mha_viz/serve/start.py), with the garbage collector paused
+(mha_viz/runtime/gcpause.py); app.py stays the page's script for every visit."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from streamlit.web.server.app_discovery import discover_asgi_app
 
-from mha_viz import server_start
-from mha_viz.gcpause import gc_paused
+from mha_viz.runtime.gcpause import gc_paused
+from mha_viz.serve import start as server_start
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ("app.py", "mha_viz/ui/entry/streamlit_app.py")
+SCRIPTS = ("app.py", "mha_viz/serve/script/streamlit_app.py")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -51,12 +51,12 @@ def test_preload_fills_the_model_cache(tmp_path: Path) -> None:
     timings = tmp_path / "t.jsonl"
     code = """
 import gc
-from mha_viz import server_start
+from mha_viz.serve import start as server_start
 thread = server_start.start()
 assert thread is not None and server_start.start() is None  # once per process
 thread.join(timeout=300)
 assert not thread.is_alive() and gc.isenabled()
-from mha_viz import pipeline
+from mha_viz.pipeline import road as pipeline
 def refuse(*args, **kwargs):
     raise AssertionError("the model was loaded again")
 pipeline.load = refuse

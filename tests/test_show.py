@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from mha_viz import figures, show
-from mha_viz.__main__ import main
+from mha_viz.analysis.referents import specific_head
+from mha_viz.cli.main import main
 from mha_viz.config import Config
 from mha_viz.figures.html_page import page
-from mha_viz.pipeline import traces
-from mha_viz.referents import specific_head
+from mha_viz.pipeline.road import traces
 from mha_viz.trace import MhaVizError
 from tests.conftest import SENTENCE
 from tests.test_app import array, heatmaps

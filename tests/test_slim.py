@@ -9,11 +9,11 @@ import pytest
 import torch
 from test_app import array, assert_clean, heatmaps, run_app, specs
 
-from mha_viz import pipeline
 from mha_viz.config import Config
 from mha_viz.models.load import LoadedModel, prepare
-from mha_viz.pipeline import layer_call, layer_trace, record
-from mha_viz.studies import all_patterns
+from mha_viz.pipeline import road as pipeline
+from mha_viz.pipeline.road import layer_call, layer_trace, record
+from mha_viz.studies.sweeps import all_patterns
 from zoo import build
 
 TEXT = "The slim recording keeps what the pattern needs, and the river bank was too wide to cross at night."
@@ -91,8 +91,8 @@ def test_dashboard_draws_the_same_from_a_slim_recording(slim, minilm: LoadedMode
 def test_tiles_kept_in_the_pass_are_the_block_means_of_every_layer(
     minilm: LoadedModel, monkeypatch, cells: int
 ) -> None:
-    from mha_viz import rows
     from mha_viz.models import capture
+    from mha_viz.pipeline import rows
     from mha_viz.pooling import block_means, pool_factor
 
     whole = record(minilm, TEXT)

@@ -1,4 +1,4 @@
-"""torch's threads per request (mha_viz.threads): set before torch loads, from MHA_VIZ_TORCH_THREADS or hosted mode;
+"""torch's threads per request (runtime.threads): set before torch loads, from MHA_VIZ_TORCH_THREADS or hosted mode;
 a server started with it really runs torch on that many threads."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from mha_viz import threads
+from mha_viz.runtime import threads
 
 
 def test_the_setting_comes_from_the_env_or_hosted_mode(monkeypatch) -> None:
@@ -34,7 +34,7 @@ def test_the_setting_comes_from_the_env_or_hosted_mode(monkeypatch) -> None:
 def test_torch_runs_on_the_threads_asked_for() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     code = (
-        "from mha_viz.threads import configure_threads; n = configure_threads(); "
+        "from mha_viz.runtime.threads import configure_threads; n = configure_threads(); "
         "import torch; print(n, torch.get_num_threads())"
     )
     out = subprocess.run([sys.executable, "-c", code], env={**env, "MHA_VIZ_TORCH_THREADS": "1"}, capture_output=True,

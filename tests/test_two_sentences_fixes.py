@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import SENTENCE, _zoo_dir
-from mha_viz.referents import differing_words, replace_word, second_sentence
+from mha_viz.analysis.referents import differing_words, replace_word, second_sentence
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TARGET = "The animal was tired"
@@ -84,7 +84,7 @@ def test_long_text_matches_words_and_focuses_on_the_first_it(minilm) -> None:
 
 
 def test_shared_pairs_keep_a_repeated_text_in_place() -> None:
-    from mha_viz.referents import shared_pairs
+    from mha_viz.analysis.referents import shared_pairs
 
     a = ["<s>"] + ["it", "was", "tired", "."] * 3
     b = ["<s>", "it", "was", "wide", "."] + ["it", "was", "tired", "."] * 2

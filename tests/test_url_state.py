@@ -12,9 +12,9 @@ from test_app import array, assert_clean, heatmaps, ignored_note, run_app
 from test_opened_head import _found
 
 from conftest import SENTENCE
-from mha_viz.analysis import rollout
+from mha_viz.analysis.patterns import rollout
 from mha_viz.config import Config
-from mha_viz.pipeline import traces
+from mha_viz.pipeline.road import traces
 
 
 def _qp(at, key: str) -> list[str]:

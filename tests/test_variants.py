@@ -1,4 +1,4 @@
-"""Share keys and values (MHA → GQA → MQA, mha_viz/variants.py): the conversion at the attention call against a
+"""Share keys and values (MHA → GQA → MQA, mha_viz/studies/variants.py): the conversion at the attention call against a
 direct edit of a copy's weights on a tiny BERT and a tiny GQA LLaMA, the grouping rules, the cache formula, the
 CLI's contract and the Variants view."""
 
@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from conftest import SENTENCE, _tiny_tokenizer, _zoo_dir
-from mha_viz import collab, importance, moh
-from mha_viz import variants as va
-from mha_viz.__main__ import main
+from mha_viz.cli.main import main
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
+from mha_viz.studies import collab, importance, moh
+from mha_viz.studies import variants as va
 
 TEXT = "The animal was tired"
 
@@ -189,7 +189,7 @@ def test_variants_view_on_minilm(minilm) -> None:
     from test_app import array, assert_clean, heatmaps, run_app, specs
 
     from mha_viz.config import Config
-    from mha_viz.pipeline import traces
+    from mha_viz.pipeline.road import traces
 
     at = run_app(view="Variants", layer="2")
     assert_clean(at)
@@ -298,7 +298,7 @@ def test_variants_view_on_smollm2() -> None:
 def test_shared_basis_what_if_equals_a_weight_edit() -> None:
     """Layer 1's queries and keys on the top-r right singular vectors of the concatenated W_Q, W_K (r = 16 of 64):
     the same as W ← W V_r V_rᵀ in a deep copy (nn.Linear weight [out, in] ← V_r V_rᵀ · weight, biases kept)."""
-    from mha_viz.importance import Scorer
+    from mha_viz.studies.importance import Scorer
 
     lm = _tiny("bert")
     scorer = Scorer(lm, [TEXT])

@@ -1,4 +1,4 @@
-"""The orthogonal alignment before pooling (2412.20677, mha_viz/variants.py "orthogonal"): Procrustes and the
+"""The orthogonal alignment before pooling (2412.20677, mha_viz/studies/variants.py "orthogonal"): Procrustes and the
 rotary-compatible pair rotation recover known rotations, the rotation alone leaves the model unchanged, the rotary
 rotation folds into W_Q and W_K (it commutes with rotary), and the study's own K/V count changes nothing."""
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from conftest import _tiny_tokenizer
-from mha_viz import variants as va
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
+from mha_viz.studies import variants as va
 
 TEXT = "The animal was tired because it ran all day"
 

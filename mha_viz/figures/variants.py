@@ -1,5 +1,5 @@
 """Figures for shared keys and values (MHA → GQA → MQA): the output change against the KV cache, one curve per
-grouping, and one layer's heads before and after the conversion (mha_viz/variants.py)."""
+grouping, and one layer's heads before and after the conversion (mha_viz/studies/variants.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figures for the training-free mixture of heads (mha_viz/moh.py): which heads each token keeps in one layer, and
+"""Figures for the training-free mixture of heads (studies/moh.py): which heads each token keeps in one layer, and
 the whole-model change against k, routed per token beside static pruning."""
 
 from __future__ import annotations

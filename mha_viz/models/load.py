@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.config import DEFAULT_MODEL, PART_NAMES, hosted
-from mha_viz.gcpause import gc_paused
 from mha_viz.models import capture, offload
 from mha_viz.models.arch import Site, discover
 from mha_viz.models.catalog import refusal
 from mha_viz.models.placement import Placement, split
 from mha_viz.models.sources import SUPPORTED_TEXT, reason, resolve
+from mha_viz.runtime.gcpause import gc_paused
 from mha_viz.trace import MhaVizError
 
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import streamlit as st
 
 from mha_viz.models.sources import allowed_models
-from mha_viz.pipeline import cut_notice, smollm2_dir, smollm2_ready
-from mha_viz.threads import adapt
+from mha_viz.pipeline.road import cut_notice, smollm2_dir, smollm2_ready
+from mha_viz.runtime.threads import adapt
 from mha_viz.ui.cache import get_base, model_of
 from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx, follow_model, unmet

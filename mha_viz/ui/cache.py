@@ -12,13 +12,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_viz import circuit_report, claims, importance, pipeline, studies
 from mha_viz.config import Config
 from mha_viz.edits import divisors
 from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.own import save_weights
-from mha_viz.pipeline import Call, LoadedModel, Tokens
+from mha_viz.pipeline import road as pipeline
+from mha_viz.pipeline.road import Call, LoadedModel, Tokens
 from mha_viz.pooling import block_means, pool_factor
+from mha_viz.studies import circuit_report, claims, importance
+from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 from mha_viz.ui.guard import unchecked, watch_model
 from mha_viz.ui.memo import CACHES, SizedCache, sized_cache, tune_allocator
@@ -86,7 +88,7 @@ def recording_of(config: Config, text: str, target: str | None) -> pipeline.Reco
 def own_patterns(config: Config, text: str, measure: str = "weight") -> np.ndarray:
     """Own weights' one layer as "every layer": what get_all_patterns and the long-text readers return for a
     pretrained model. Shapes: [1, H, n, n] float32."""
-    from mha_viz.norms import shown_pattern
+    from mha_viz.analysis.norms import shown_pattern
 
     return shown_pattern(get_trace(config, text, None, None, 0), measure)[None]
 
@@ -301,13 +303,13 @@ def get_curve(
     return IMPORTANCE.get_or_compute(key, compute)
 
 
-# --- long texts: rows, (query, key) maps and pooled tiles without [L, H, n, n] (mha_viz.rows) ---------------
+# --- long texts: rows, (query, key) maps and pooled tiles without [L, H, n, n] (mha_viz.pipeline.rows) ---------------
 @sized_cache(max_entries=32, max_mb=4)
 def get_focus_weights(
     config: Config, text: str, target: str | None, part: str | None, q: int, k: int, measure: str = "weight"
 ) -> np.ndarray:
     """Query q's weight (or contribution share) on key k in every layer × head. Shapes: [L, H] float32."""
-    from mha_viz import rows
+    from mha_viz.pipeline import rows
 
     if config.own:
         return own_patterns(config, text, measure)[:, :, q, k]
@@ -320,7 +322,7 @@ def get_focus_column(
 ) -> np.ndarray:
     """Query rows' (default: every query's) weight on key k in every layer × head (pretrained models).
     Shapes: [L, H, n_queries] float32."""
-    from mha_viz import rows
+    from mha_viz.pipeline import rows
 
     return rows.focus_column(model_of(config), recording_of(config, text, target), part, config, k, queries)
 
@@ -332,7 +334,7 @@ def get_pooled_patterns(
 ) -> tuple[np.ndarray, int]:  # fmt: skip
     """Every layer's pattern block-averaged to at most ``max_cells`` per side (rows ``keep`` and keys ``keep_k``
     only, renormalised; None: all). Shapes: ([L, H, m_q, m_k] float32, block side f)."""
-    from mha_viz import rows
+    from mha_viz.pipeline import rows
 
     if config.own:
         p = own_patterns(config, text, measure)  # [1, H, n, n]
@@ -350,7 +352,7 @@ def get_layer_rows(
     measure: str = "weight",
 ) -> np.ndarray:  # fmt: skip
     """Query rows start…stop-1 of one layer's pattern. Shapes: [H, stop - start, n_k] float32."""
-    from mha_viz import rows
+    from mha_viz.pipeline import rows
 
     if config.own:
         return own_patterns(config, text, measure)[0, :, start:stop]
@@ -364,7 +366,7 @@ def get_role_labels(
 ) -> tuple[str, ...]:
     """Each head's role label from this layer's own pattern (roles.head_roles; the Heads grid's titles), computed
     once per layer: at 2048 tokens it reads 9 × 2048 × 2048 weights. ``tokens``: the layer's query tokens."""
-    from mha_viz.roles import head_roles, is_punctuation
+    from mha_viz.analysis.roles import head_roles, is_punctuation
 
     special = np.asarray(tokens.special, dtype=bool)
     names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
@@ -376,7 +378,7 @@ def get_role_labels(
 @sized_cache(max_entries=32, max_mb=16)
 def get_focus_rows(config: Config, text: str, target: str | None, part: str | None, q: int) -> np.ndarray:
     """Query q's row of every layer × head's weights. Shapes: [L, H, n_k] float32."""
-    from mha_viz import rows
+    from mha_viz.pipeline import rows
 
     if config.own:
         return own_patterns(config, text)[:, :, q]

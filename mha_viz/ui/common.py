@@ -17,7 +17,8 @@ import streamlit as st
 if TYPE_CHECKING:  # only figures/ imports plotly
     import plotly.graph_objects as go
 
-from mha_viz.analysis import drop_special
+from mha_viz.analysis.norms import shown_pattern
+from mha_viz.analysis.patterns import drop_special
 from mha_viz.figures import (
     comparison,
     focus_bars,
@@ -30,7 +31,6 @@ from mha_viz.figures import (
     wo_heatmap,
 )
 from mha_viz.figures.finish import AsBuilt, finish
-from mha_viz.norms import shown_pattern
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.timing import timed_plot

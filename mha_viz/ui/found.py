@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mha_viz.analysis.referents import default_pair, focus_head, specific_head
 from mha_viz.config import Config
-from mha_viz.pipeline import encode
-from mha_viz.referents import default_pair, focus_head, specific_head
+from mha_viz.pipeline.road import encode
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_focus_column, model_of
 from mha_viz.ui.links import plain

@@ -2,7 +2,7 @@
 
 Why not st.cache_resource: any websocket client can send Streamlit's ``clear_cache`` message, which empties every
 Streamlit cache for all users (AppSession._handle_clear_cache_request); the next visitor then loads the model
-again (issue 21 §2.1). The server also refuses that message (mha_viz/server_limits.py); this store does not
+again (issue 21 §2.1). The server also refuses that message (mha_viz/serve/limits.py); this store does not
 depend on it.
 
 Why release_dropped: the loader freezes the heap after each load (ui/memo.freeze_heap, so that the collection

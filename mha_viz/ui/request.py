@@ -15,13 +15,13 @@ from contextlib import contextmanager
 import streamlit as st
 import torch
 
-from mha_viz import budget
-from mha_viz.admission import ADMISSION
+from mha_viz.pipeline import budget
+from mha_viz.pipeline.admission import ADMISSION
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.guard import stop_if_gone
 
-INDUCTION_MAX = 512  # mha_viz.induction.MAX_LENGTH
+INDUCTION_MAX = 512  # mha_viz.studies.induction.MAX_LENGTH
 _WATCHED: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 _WATCH_LOCK = threading.Lock()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz import norms
+from mha_viz.analysis import norms
 from mha_viz.figures import paired_bars
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.common import csv_bytes, head_names, plot

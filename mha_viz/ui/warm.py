@@ -3,7 +3,7 @@ browser fetches Plotly's code while the model loads.
 
 Measured (benchmarks/bench_browser.py part 1): importing transformers' modeling code is ~2 s of the ~2.4 s
 model load, and the browser asks for Plotly's chart code (a large chunk) only when the first chart arrives.
-Under `streamlit run app.py` the load starts earlier still, with the server (mha_viz/server_start.py); the
+Under `streamlit run app.py` the load starts earlier still, with the server (mha_viz/serve/start.py); the
 page's thread here then only waits for it (it covers runs without that start: AppTest, MHA_VIZ_NO_PRELOAD).
 """
 

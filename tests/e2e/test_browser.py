@@ -14,7 +14,7 @@ from playwright.sync_api import Locator, Page, expect
 from conftest import SENTENCE
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
 from mha_viz.config import Config
-from mha_viz.pipeline import traces
+from mha_viz.pipeline.road import traces
 
 VIEWS = ("Lesson", "Heads", "Compare heads", "Head count", "W^O", "Step by step", "Overview")  # the app may add more
 CONTENT = ".js-plotly-plot, [data-testid='stDataFrame'], [data-testid='stTable']"  # a tab's figures or tables

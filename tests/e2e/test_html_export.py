@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from mha_viz import show
-from mha_viz.__main__ import main
+from mha_viz.cli.main import main
 from tests.conftest import SENTENCE
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)> it was tired"

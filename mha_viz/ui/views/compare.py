@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import head_distances, head_stats, similarity_order
+from mha_viz.analysis.patterns import head_distances, head_stats, similarity_order
 from mha_viz.figures import head_bars, matrix_heatmap
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, follow_head, valid_choice

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from mha_viz.budget import check_grid
 from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
 from mha_viz.figures.common import plural, pool_blocks
+from mha_viz.pipeline.budget import check_grid
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import get_role_labels
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot

@@ -1,4 +1,4 @@
-"""The Induction heads tab: random tokens repeated twice through a decoder (mha_viz/induction.py).
+"""The Induction heads tab: random tokens repeated twice through a decoder (mha_viz/studies/induction.py).
 
 A layer × head map of every head's induction score (a click opens the head in the Heads view), the top
 heads, and the model's per-token loss on the first copy against the second (in-context learning).
@@ -10,7 +10,7 @@ import streamlit as st
 
 from mha_viz.config import MAX_SEED
 from mha_viz.figures import induction_map, loss_lines
-from mha_viz.induction import MIN_LENGTH, InductionRun, is_decoder, max_length, run_induction
+from mha_viz.studies.induction import MIN_LENGTH, InductionRun, is_decoder, max_length, run_induction
 from mha_viz.ui.cache import get_model, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, clicked_points, open_head

@@ -1,5 +1,5 @@
 """The Lesson tab: the seven steps of multi-head attention on this text, model and layer, for one head, then
-the two claims of the source articles checked live (see mha_viz.lesson for the content)."""
+the two claims of the source articles checked live (see mha_viz.analysis.lesson for the content)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from mha_viz.claims import Equivalence, identity_blocker
+from mha_viz.analysis.lesson import Panel, build_steps, default_head, focus_row, wo_origin
 from mha_viz.figures.lesson import mark_row
-from mha_viz.lesson import Panel, build_steps, default_head, focus_row, wo_origin
+from mha_viz.studies.claims import Equivalence, identity_blocker
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import cached_figure, forget_figures, plot
 from mha_viz.ui.context import Ctx, follow_head, valid_choice

@@ -1,4 +1,4 @@
-"""The Masks tab: the padding mask on a real padded batch (mha_viz/padding.py), and the causal mask as a what-if."""
+"""The Masks tab: the padding mask on a real padded batch (studies/padding.py), and the causal mask as a what-if."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import streamlit as st
 from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.masks import padded_pattern
-from mha_viz.padding import PaddedBatch, own_padded_batch, padded_batch
+from mha_viz.studies.padding import PaddedBatch, own_padded_batch, padded_batch
 from mha_viz.ui.cache import get_model, get_recording, model_of
 from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx, valid_choice

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz import logits
-from mha_viz.budget import LENS_POSITIONS
 from mha_viz.figures import logit_lens, matrix_heatmap
-from mha_viz.logits import Readout
+from mha_viz.pipeline.budget import LENS_POSITIONS
+from mha_viz.studies import logits
+from mha_viz.studies.logits import Readout
 from mha_viz.ui.cache import get_model, get_recording, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, open_head, valid_choice

@@ -1,4 +1,4 @@
-"""The Patching tab: activation patching per head (mha_viz.patching). Which heads carry the difference between a
+"""The Patching tab: activation patching per head (mha_viz.studies.patching). Which heads carry the difference between a
 clean text and a corrupted one to the output: the corrupted text is run with one head's clean activation put
 back, and the share of the clean metric that returns is drawn as a layer × head map."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz import patching as pt
+from mha_viz.analysis.referents import second_sentence
 from mha_viz.figures import token_bars
-from mha_viz.referents import second_sentence
+from mha_viz.studies import patching as pt
 from mha_viz.ui.cache import get_role_labels, model_of, tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, kept_input, layer_head_map, plot
 from mha_viz.ui.context import Ctx, clicked_points, open_head
@@ -118,7 +118,7 @@ def patching_view(ctx: Ctx) -> None:
 
 def _attribution(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str) -> dict:
     """The attribution patching estimate (cached like the scan): {"patched" [L, G], "clean", "corrupted"}."""
-    from mha_viz.attribution_patching import attribution
+    from mha_viz.studies.attribution_patching import attribution
 
     key = ("attribution", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what)
 
@@ -213,7 +213,7 @@ def _path(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, top) -> None:
                              horizontal=True)  # fmt: skip
         if not st.button(f"Path patch from layer {la}, head {h}", key="path_go"):
             return
-        from mha_viz.path_patching import path_patch
+        from mha_viz.studies.path_patching import path_patch
 
         pair = pt.prepare(model_of(ctx.config), clean, corrupt, **words)
         bar, progress = _progress()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import rollout
+from mha_viz.analysis.patterns import rollout
 from mha_viz.figures import matrix_heatmap
 from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx

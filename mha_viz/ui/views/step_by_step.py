@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz import pipeline
+from mha_viz.analysis.steps import Step, head_steps, numbered, variant_steps
 from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.common import plural
 from mha_viz.own_variants import VARIANT_NAMES, VariantSpec, run_variant
-from mha_viz.steps import Step, head_steps, numbered, variant_steps
+from mha_viz.pipeline import road as pipeline
 from mha_viz.trace import AttentionTrace, MhaVizError
 from mha_viz.ui.cache import get_own_weights, model_of, recording_of
 from mha_viz.ui.common import downloads, plot

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import focus_shift
-from mha_viz.figures import matrix_heatmap, paired_bars
-from mha_viz.referents import (
+from mha_viz.analysis.patterns import focus_shift
+from mha_viz.analysis.referents import (
     default_candidates,
     differing_words,
     focus_default,
@@ -22,6 +21,7 @@ from mha_viz.referents import (
     shared_pairs,
     shared_weights,
 )
+from mha_viz.figures import matrix_heatmap, paired_bars
 from mha_viz.ui.cache import get_focus_rows, get_trace, recording_of, tokens_of
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, set_linked, valid_choice

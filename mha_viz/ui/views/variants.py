@@ -1,16 +1,16 @@
 """The Variants tab: the model's K/V heads shared (MHA → GQA → MQA, mean-pooled or aligned), what it costs in
-output change and what it saves in key/value cache (mha_viz/variants.py)."""
+output change and what it saves in key/value cache (mha_viz/studies/variants.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from mha_viz import collab, importance, moh, variants
 from mha_viz.config import Config
 from mha_viz.figures import line_chart
 from mha_viz.figures.variants import before_after, cache_curve, energy_figure
 from mha_viz.figures.variants_moh import moh_figure, usage_map
+from mha_viz.studies import collab, importance, moh, variants
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis import contribution_norms, output_change
+from mha_viz.analysis.patterns import contribution_norms, output_change
 from mha_viz.config import MAX_SEED
 from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, valid_choice, valid_choices

@@ -1,0 +1,91 @@
+"""What every command of the CLI shares, written once: the --device option (and --device-map, --max-memory,
+--offload-folder for a model larger than one device), the --out check, and "a pretrained model, not own weights".
+Light on purpose: imported while the arguments are parsed (torch loads later)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from mha_viz.errors import MhaVizError
+
+if TYPE_CHECKING:
+    from mha_viz.pipeline.road import LoadedModel
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def add_device(parser: argparse.ArgumentParser, spread: bool = True) -> None:
+    """The --device option (auto: the best this machine has); with ``spread``, the options that spread a pretrained
+    model over devices (transformers' device_map through accelerate: the GPUs, then the CPU, then disk)."""
+    parser.add_argument("--device", choices=DEVICES, default="auto")
+    if not spread:
+        return
+    from mha_viz.models.placement import MAPS, MAX_MEMORY_HELP
+
+    g = parser.add_argument_group("a model larger than one device")
+    g.add_argument(
+        "--device-map",
+        choices=MAPS,
+        default=None,
+        help="spread the model's layers over the GPUs, the CPU and disk (auto: in that order)",
+    )
+    g.add_argument(
+        "--max-memory", default=None, help=f"with --device-map: the most each device holds, {MAX_MEMORY_HELP}"
+    )
+    g.add_argument("--offload-folder", default=None,
+                   help="with --device-map: a folder for weights offloaded to disk (safetensors weights are read "
+                   "from the model's own files; the folder is for weights that have to be converted)")  # fmt: skip
+
+
+def placement(args: argparse.Namespace) -> str:
+    """The placement --device-map, --max-memory and --offload-folder ask for, encoded for Config.placement ("" when
+    the model loads whole); a one-line error for a bad value or for the last two without --device-map."""
+    from mha_viz.models.placement import Placement, check, parse_max_memory
+
+    device_map = getattr(args, "device_map", None)
+    memory, folder = getattr(args, "max_memory", None), getattr(args, "offload_folder", None)
+    if device_map is None:
+        if memory or folder:
+            raise MhaVizError("--max-memory and --offload-folder need --device-map auto")
+        return ""
+    return check(Placement(device_map, parse_max_memory(memory or ""), (folder or "").strip())).encode()
+
+
+def check_out(path: str, *suffixes: str, flag: str = "--out") -> str:
+    """``path`` when it ends with one of ``suffixes`` (".csv", ...), else a one-line error."""
+    if not path.endswith(suffixes):
+        raise MhaVizError(f"{flag} must name a {' or '.join(suffixes)} file, got {path!r}")
+    return path
+
+
+def model_name(args: argparse.Namespace) -> str:
+    """The --model value as the loader takes it ("" is the bundled MiniLM)."""
+    return (getattr(args, "model", None) or "").strip()
+
+
+def is_own(args: argparse.Namespace) -> bool:
+    return model_name(args).lower() == "own"
+
+
+def pretrained(args: argparse.Namespace, why: str) -> LoadedModel:
+    """The pretrained model --model names, on --device; own weights are refused with ``why``."""
+    if is_own(args):
+        raise MhaVizError(why)
+    from mha_viz.attention import resolve_device
+    from mha_viz.config import Config
+    from mha_viz.pipeline.road import load
+
+    lm = load(Config(model=model_name(args), device=str(resolve_device(args.device)), placement=placement(args)))
+    say_spread(lm)
+    return lm
+
+
+def say_spread(lm: LoadedModel) -> None:
+    """Where a model spread by a device map went, one line on stderr (nothing for a model loaded whole)."""
+    if lm.device_map:
+        import sys
+
+        from mha_viz.models.placement import where
+
+        print(f"{lm.name} spread by a device map: {where(lm.device_map)}", file=sys.stderr)

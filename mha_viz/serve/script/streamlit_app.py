@@ -1,0 +1,21 @@
+"""`mha-viz app` runs this script with Streamlit (the repository's app.py does the same, and starts the
+bundled model's load with the server the same way)."""
+
+import streamlit as st
+
+from mha_viz.runtime.threads import configure_threads
+
+configure_threads()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), before torch loads
+
+if __name__ == "__main__":
+    from mha_viz.serve.start import import_heavy
+
+    import_heavy()  # one thread imports torch, plotly, pandas...; concurrent first pages wait (issue 21 §2.4)
+    from mha_viz.ui import main
+
+    main()
+else:
+    from mha_viz.serve.limits import middleware
+    from mha_viz.serve.start import lifespan
+
+    app = st.App(__file__, lifespan=lifespan, middleware=middleware())  # the page stream's limits

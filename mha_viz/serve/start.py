@@ -1,0 +1,95 @@
+"""Work started with the server, before anyone visits: the bundled model loads in a background thread (and with
+it torch, transformers and the dashboard's code) while the first browser is still fetching the page's code.
+
+`streamlit run app.py` finds app.py's ``app = st.App(...)`` and serves it (Streamlit's ASGI mode); the App's
+lifespan calls start() once, when the server starts. This module is light on purpose (importing it imports
+nothing heavy), so the server answers at once; the heavy imports happen in the thread. The first page's own
+call to the model's cache waits for this load instead of starting another (one lock per cache key). The
+garbage collector is paused meanwhile (mha_viz/runtime/gcpause.py). Its first step, import_heavy(), is also what every
+page run does before importing the dashboard: one thread imports torch, transformers, plotly and pandas while
+the others wait, so no page sees a half-imported module (issue 21 §2.4).
+
+MHA_VIZ_NO_PRELOAD=1 turns it off: then the first page loads what it needs, as under `streamlit run` of a plain
+script. With MHA_VIZ_TIMINGS set, the load is one line of kind "preload" (mha_viz/ui/timing.py): ``at`` is when
+the model was ready, ``at - s`` when the imports were done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mha_viz.runtime.gcpause import gc_paused
+
+OFF = "MHA_VIZ_NO_PRELOAD"
+THREAD = "mha-viz-preload"
+_STARTED = threading.Event()
+# Streamlit warns about any thread that uses its caches outside a page's run; this one does so on purpose.
+_CONTEXT_LOG = "streamlit.runtime.scriptrunner_utils.script_run_context"
+
+
+def start() -> threading.Thread | None:
+    """Load the bundled model on the CPU in a background thread, once per process. Returns the thread, or
+    None when it was started already or MHA_VIZ_NO_PRELOAD is set (to anything but 0)."""
+    if _STARTED.is_set() or os.environ.get(OFF, "0").strip() not in ("", "0"):
+        return None
+    _STARTED.set()
+    logging.getLogger(_CONTEXT_LOG).addFilter(lambda record: record.threadName != THREAD)
+    thread = threading.Thread(target=_load, name=THREAD, daemon=True)
+    thread.start()
+    return thread
+
+
+# What every page imports, in one thread before any page uses them (issue 21 §2.4): plotly imports pandas lazily
+# and reads it from sys.modules without waiting for another thread's import to finish ("partially initialized
+# module 'pandas' has no attribute 'Series'"); transformers' lazy attributes (AutoConfig) raced the same way
+# while the preload imported transformers and the first page loaded another model.
+HEAVY = ("numpy", "pandas", "pyarrow", "torch", "transformers", "plotly", "plotly.graph_objects", "plotly.io",
+         "plotly.subplots", "mha_viz.figures", "mha_viz.ui")  # fmt: skip
+_LAZY = {"transformers": ("AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM", "AutoTokenizer",
+                          "PreTrainedModel")}  # fmt: skip
+_PLOTLY_OPTIONAL = ("numpy", "pandas", "orjson")  # what plotly's validators ask _plotly_utils for, lazily
+_IMPORT_LOCK = threading.Lock()
+_imported = threading.Event()
+
+
+def import_heavy() -> None:
+    """Import HEAVY once per process, one thread at a time: a caller that comes while another imports waits for
+    it, so no thread ever sees a half-imported module. The preload thread calls it first; each page run calls
+    it before importing the dashboard (app.py), which then costs nothing."""
+    if _imported.is_set():
+        return
+    with _IMPORT_LOCK, gc_paused():
+        if _imported.is_set():
+            return
+        for name in HEAVY:
+            module = importlib.import_module(name)
+            for attr in _LAZY.get(name, ()):
+                getattr(module, attr)
+        from _plotly_utils.optional_imports import get_module
+
+        for name in _PLOTLY_OPTIONAL:
+            get_module(name)
+        _imported.set()
+
+
+def _load() -> None:
+    with contextlib.suppress(Exception), gc_paused():  # the page's own call reports any error to the person
+        import_heavy()
+        from mha_viz.ui.cache import get_model  # torch, Streamlit's elements, the dashboard's code
+        from mha_viz.ui.timing import timed_run
+
+        with timed_run("preload"):
+            get_model("", "cpu")  # the default page's model: transformers' modeling code, the weights
+
+
+@asynccontextmanager
+async def lifespan(_app: object) -> AsyncIterator[None]:
+    """st.App's lifespan hook: start the preload, then serve."""
+    start()
+    yield

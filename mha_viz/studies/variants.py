@@ -1,0 +1,312 @@
+"""Share keys and values: a trained model's multi-head attention converted to grouped-query (GQA) and multi-query
+(MQA) attention without training, on the user's model (Ainslie et al. 2023, "GQA"; Shazeer 2019, "MQA").
+
+The K/V heads of every layer are split into g groups (g divides the model's own K/V head count); each group's key
+and value projections become the mean of its members' (weights and biases), and every query head that read a
+member reads the pooled head. Done at the attention call (capture.shared via run_model(share=...)): the mean of
+the members' keys and values, which is the pooled projection's output because a projection is linear, and after
+rotary embeddings as well (the rotation at a position is the same linear map for every head). With QK-norm (Qwen3,
+OLMo 2) the pooled key is the mean of the normalised keys (the norm is not linear: not a weight edit there).
+
+Groupings:
+- ``mean``: consecutive K/V heads form a group (Ainslie et al.);
+- ``aligned``: heads with similar keys and values on the texts grouped together first (equal-size groups grown
+  greedily from the most similar pair; similarity = the mean of the cosines of the flattened keys and of the
+  flattened values, per layer, in the unconverted model), then pooled. After 2412.20677's point that heads should
+  be matched before merging. The grouping is fitted on the same texts it is measured on;
+- ``orthogonal``: consecutive groups, but before pooling each member's keys and values are rotated by an orthogonal
+  matrix onto the group's first head (orthogonal Procrustes on the heads' keys, and values, on the texts; 2412.20677):
+  its query heads' queries are rotated by the same R_K (scores (Q R)(K R)ᵀ = Q Kᵀ) and their outputs back by R_Vᵀ
+  (folded into W^O), so the rotation alone changes nothing. Plain keys: any orthogonal R_K (foldable into W_Q and W_K).
+  Rotary keys: R_K made of one 2×2 rotation per frequency pair (dims i and i + d_head/2, transformers' rotate_half),
+  which commutes with rotary, so it folds into W_Q and W_K too. Keys after QK-norm or fused projections: R_K = I
+  (only the values are rotated). Fitted on the same texts it is measured on, which flatters it: on MiniLM at 6 K/V
+  heads, 0.04 fitted on the text, 0.25 fitted on another text, 0.30 mean-pooled (SmolLM2 at 1 K/V head: 2.2, 4.1,
+  6.5 nats).
+
+The output change is Head importance's measure (importance.Scorer): encoders 1 − cos of the sentence embedding,
+decoders the increase of the mean next-token loss (nats). KV cache: 2 · layers · g · d_head · tokens · 4 bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_viz.analysis.patterns import js_distance
+from mha_viz.attention import attention_pattern
+from mha_viz.models.load import LoadedModel
+from mha_viz.models.run import run_model
+from mha_viz.pipeline.road import encode
+from mha_viz.studies.importance import Scorer
+from mha_viz.trace import MhaVizError
+
+Progress = Callable[[float, str], None]
+Groups = tuple[tuple[int, ...], ...]  # a partition of one layer's K/V heads
+GROUPINGS = {
+    "mean": "consecutive heads, mean-pooled",
+    "aligned": "similar heads grouped, then mean-pooled",
+    "orthogonal": "consecutive heads rotated onto the group's first (Procrustes), then mean-pooled",
+}
+F32 = 4  # bytes per value (float32)
+LONG_CONTEXT = 32_768  # the stated long context the cache is also given for
+CACHE_FORMULA = "2 · layers · kv_heads · d_head · tokens · 4 bytes (keys and values, float32)"
+
+
+def kv_cache_bytes(n_layers: int, kv_heads: int, d_head: int, tokens: int, bytes_per_value: int = F32) -> int:
+    """The key/value cache of ``tokens`` tokens: keys and values of every K/V head of every layer."""
+    return 2 * n_layers * kv_heads * d_head * tokens * bytes_per_value
+
+
+def kv_counts(n_kv_heads: int) -> list[int]:
+    """Every group count g that divides the K/V head count, largest (the model itself) first."""
+    return [g for g in range(n_kv_heads, 0, -1) if n_kv_heads % g == 0]
+
+
+def consecutive_groups(n_kv_heads: int, g: int) -> Groups:
+    """g groups of consecutive K/V heads (Ainslie et al.)."""
+    if g < 1 or n_kv_heads % g:
+        raise MhaVizError(f"{g} groups do not divide {n_kv_heads} K/V heads; choose one of {kv_counts(n_kv_heads)}")
+    size = n_kv_heads // g
+    return tuple(tuple(range(i * size, (i + 1) * size)) for i in range(g))
+
+
+def similarity(k: torch.Tensor, v: torch.Tensor) -> np.ndarray:
+    """The mean of the cosines between heads' flattened keys and between their flattened values.
+    Shapes: k, v [n_kv_heads, pos, d_head] -> [n_kv_heads, n_kv_heads]."""
+
+    def cos(t: torch.Tensor) -> torch.Tensor:
+        flat = torch.nn.functional.normalize(t.double().flatten(1), dim=1)  # [n_kv, pos * d_head]
+        return flat @ flat.T  # [n_kv, n_kv]
+
+    return (0.5 * (cos(k) + cos(v))).numpy()
+
+
+def aligned_groups(sim: np.ndarray, g: int) -> Groups:
+    """g equal-size groups of similar heads: from the most similar remaining pair, a group grows by the remaining
+    head most similar to its members on average, until full; then the next group. Shapes: sim [n_kv, n_kv]."""
+    n = sim.shape[0]
+    size = len(consecutive_groups(n, g)[0])
+    left = list(range(n))
+    groups = []
+    while left:
+        if size == 1 or len(left) == size:
+            first = [left[0]] if size == 1 else list(left)
+        else:
+            pairs = [(sim[a, b], -a, -b) for i, a in enumerate(left) for b in left[i + 1 :]]
+            _, a, b = max(pairs)
+            first = [-a, -b]
+        group = first
+        while len(group) < size:
+            rest = [h for h in left if h not in group]
+            group.append(max(rest, key=lambda h: (sim[h, group].mean(), -h)))
+        groups.append(tuple(sorted(group)))
+        left = [h for h in left if h not in group]
+    return tuple(sorted(groups))
+
+
+def procrustes(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The orthogonal R minimising ‖a R − b‖ (Schönemann 1966: R = U Vᵀ from aᵀb = U S Vᵀ).
+    Shapes: a, b [pos, d] -> [d, d]."""
+    u, _, vt = torch.linalg.svd(a.double().T @ b.double())
+    return (u @ vt).float()
+
+
+def pair_rotation(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The R minimising ‖a R − b‖ among rotations made of one 2×2 rotation per rotary frequency pair (dims i and
+    i + d/2), which commute with rotary embeddings. Shapes: a, b [pos, d] (d even) -> [d, d]."""
+    d = a.shape[1]
+    half = d // 2
+    a, b = a.double(), b.double()
+    x1, y1, x2, y2 = a[:, :half], a[:, half:], b[:, :half], b[:, half:]  # [pos, d/2] each
+    theta = torch.atan2((x1 * y2 - y1 * x2).sum(0), (x1 * x2 + y1 * y2).sum(0))  # [d/2]: angle taking a to b
+    c, s = torch.cos(theta), torch.sin(theta)
+    r = torch.zeros(d, d, dtype=torch.float64)
+    idx = torch.arange(half)
+    r[idx, idx], r[idx, idx + half] = c, s  # row vector a: (x, y) R = (x c − y s, x s + y c)
+    r[idx + half, idx], r[idx + half, idx + half] = -s, c
+    return r.float()
+
+
+def orthogonal_rotations(
+    k: torch.Tensor, v: torch.Tensor, groups: Groups, keys: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each K/V head's (R_K, R_V) onto its group's first head (the first: identity). ``keys``: "plain" (any
+    orthogonal R_K), "rotary" (2×2 per frequency pair) or "none" (R_K = I).
+    Shapes: k, v [n_kv, pos, dh] -> two [n_kv, dh, dh]."""
+    n, _, dh = k.shape
+    r_k, r_v = torch.eye(dh).repeat(n, 1, 1), torch.eye(dh).repeat(n, 1, 1)  # [n_kv, dh, dh]
+    for g in groups:
+        for m in g[1:]:
+            r_v[m] = procrustes(v[m], v[g[0]])
+            if keys == "plain":
+                r_k[m] = procrustes(k[m], k[g[0]])
+            elif keys == "rotary":
+                r_k[m] = pair_rotation(k[m], k[g[0]])
+    return r_k, r_v
+
+
+def key_kind(lm: LoadedModel, part: str, layer: int) -> str:
+    """How a layer's keys may be rotated: "plain", "rotary" or "none" (see orthogonal_rotations)."""
+    site = lm.site(part, layer)
+    return "plain" if site.qkv else "rotary" if site.pre_rotary else "none"
+
+
+def check_model(lm: LoadedModel) -> None:
+    """Refuse a model whose keys and values do not come from separate K/V heads (a shared latent: MLA)."""
+    if getattr(lm.model.config, "kv_lora_rank", None):
+        raise MhaVizError(
+            f"{lm.name} computes keys and values from one shared latent (multi-head latent attention): there are no "
+            "separate K/V heads to pool, and its cache is the latent, not 2 · kv_heads · d_head per token"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Point:
+    grouping: str
+    kv_heads: int
+    kv_cache_bytes: float  # over the text's tokens (the mean over the texts)
+    long_cache_bytes: int  # over LONG_CONTEXT tokens
+    change: float
+    groups: tuple[Groups, ...]  # per layer
+
+
+@dataclass(frozen=True, eq=False)
+class Study:
+    """Every (grouping, g) conversion of one attention part, the whole model converted at once."""
+
+    points: tuple[Point, ...]
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    tokens: float  # mean tokens per text
+
+    def curve(self, grouping: str) -> list[Point]:
+        return [p for p in self.points if p.grouping == grouping]
+
+
+def _layer_kv(lm: LoadedModel, scorer: Scorer) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Every layer's keys and values in the unconverted model, the texts' positions concatenated.
+    Shapes: each k, v [n_kv_heads, total_pos, d_head]."""
+    per: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+    for t in scorer.texts:
+        run = run_model(lm, t.ids, decoder_ids=t.dec, extras=False)
+        for (part, layer), call in run.calls.items():
+            if part == scorer.part:
+                per.setdefault(layer, []).append((call.k[0], call.v[0]))  # [n_kv, pos, dh] each
+    return [(torch.cat([k for k, _ in per[la]], 1), torch.cat([v for _, v in per[la]], 1)) for la in sorted(per)]
+
+
+def layer_groups(
+    grouping: str, g: int, n_kv_heads: int, n_layers: int, sims: Sequence[np.ndarray] | None = None
+) -> tuple[Groups, ...]:
+    """Each layer's groups for ``grouping``: "mean" (consecutive) or "aligned" (from each layer's similarity
+    ``sims``, see similarity())."""
+    if grouping in ("mean", "orthogonal"):
+        return (consecutive_groups(n_kv_heads, g),) * n_layers
+    if grouping != "aligned":
+        raise MhaVizError(f"unknown grouping {grouping!r}; choose one of: {', '.join(GROUPINGS)}")
+    if sims is None:
+        raise MhaVizError("aligned grouping needs the heads' similarities")
+    return tuple(aligned_groups(s, g) for s in sims)
+
+
+def share_plan(part: str, groups: Sequence[Groups]) -> dict[tuple[str, int], Groups]:
+    """run_model's share= for every layer of ``part`` (nothing for layers left as they are)."""
+    return {(part, la): gr for la, gr in enumerate(groups) if any(len(x) > 1 for x in gr)}
+
+
+def rotation_plan(
+    part: str, groups: Sequence[Groups], kv: Sequence[tuple[torch.Tensor, torch.Tensor]], kinds: Sequence[str]
+) -> dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]]:
+    """run_model's rotate= for the orthogonal grouping: every converted layer's (R_K, R_V), fitted on ``kv``
+    (each layer's unconverted keys and values, _layer_kv)."""
+    return {
+        (part, la): orthogonal_rotations(kv[la][0], kv[la][1], gr, kinds[la])
+        for la, gr in enumerate(groups)
+        if any(len(x) > 1 for x in gr)
+    }
+
+
+def study(
+    lm: LoadedModel,
+    texts: Sequence[str],
+    part: str | None = None,
+    target: str | None = None,
+    groupings: Sequence[str] = tuple(GROUPINGS),
+    progress: Progress | None = None,
+) -> Study:
+    """The whole-model output change and KV cache for every group count and grouping."""
+    check_model(lm)
+    scorer = Scorer(lm, texts, part, target)
+    n_layers, kvh = lm.n_layers(scorer.part), lm.n_kv_heads
+    t0 = scorer.texts[0]
+    probe = run_model(lm, t0.ids, decoder_ids=t0.dec, extras=False, only=(scorer.part, 0))
+    d_head = int(probe.calls[(scorer.part, 0)].k.shape[-1])
+    key_ids = [(t.dec if (t.dec is not None and scorer.part == "decoder") else t.ids) for t in scorer.texts]
+    tokens = float(np.mean([ids.shape[1] for ids in key_ids]))
+    jobs = [(gr, g) for gr in groupings for g in kv_counts(kvh)]
+    kv = _layer_kv(lm, scorer) if {"aligned", "orthogonal"} & set(groupings) else []
+    sims = [similarity(k, v) for k, v in kv] if "aligned" in groupings else None
+    kinds = [key_kind(lm, scorer.part, la) for la in range(n_layers)]
+    points = []
+    for i, (grouping, g) in enumerate(jobs):
+        if progress:
+            progress(i / len(jobs), f"{GROUPINGS.get(grouping, grouping)}: {g} K/V heads ({i + 1} of {len(jobs)})")
+        groups = layer_groups(grouping, g, kvh, n_layers, sims)
+        plan = share_plan(scorer.part, groups)
+        extra = {"rotate": rotation_plan(scorer.part, groups, kv, kinds)} if grouping == "orthogonal" and plan else {}
+        change = scorer.change(what=f"with {g} K/V heads", share=plan, **extra) if plan else 0.0
+        points.append(
+            Point(grouping, g, kv_cache_bytes(n_layers, g, d_head, 1) * tokens,
+                  kv_cache_bytes(n_layers, g, d_head, LONG_CONTEXT), change, groups)
+        )  # fmt: skip
+    return Study(tuple(points), n_layers, lm.n_heads, kvh, d_head, tokens)
+
+
+def layer_patterns(
+    lm: LoadedModel,
+    text: str,
+    target: str | None,
+    part: str,
+    layer: int,
+    share: dict | None = None,
+    replace: dict | None = None,
+    rotate: dict | None = None,
+) -> np.ndarray:
+    """One layer's attention pattern in a pass with ``share`` (every layer converted as planned; None: the model)
+    and ``replace`` (run_model's values put in).
+    Shapes: returns [n_heads, q_pos, k_pos] float32."""
+    tokens, target_tokens = encode(lm, text, target)
+    dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
+    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=False, only=(part, layer), share=share,
+                    replace=replace, rotate=rotate)  # fmt: skip
+    c = run.calls[(part, layer)]
+    _, pattern, _ = attention_pattern(
+        c.q[0], c.k[0], scale=c.scaling, softcap=c.softcap, allowed=None if c.allowed is None else c.allowed[0],
+        bias=None if c.bias is None else c.bias[0], sink=c.sink,
+    )  # fmt: skip
+    return pattern.numpy().astype(np.float32)  # [h, q_pos, k_pos]
+
+
+def converted_patterns(
+    lm: LoadedModel, text: str, target: str | None, part: str, layer: int, grouping: str, groups: Sequence[Groups]
+) -> np.ndarray:
+    """One layer's pattern with every layer converted to ``groups`` by ``grouping`` (orthogonal: the rotations
+    fitted on this text, as study() does for one text). Shapes: returns [n_heads, q_pos, k_pos]."""
+    plan = share_plan(part, groups)
+    rotate = None
+    if grouping == "orthogonal" and plan:
+        scorer = Scorer(lm, [text], part, target)
+        kinds = [key_kind(lm, scorer.part, la) for la in range(len(groups))]
+        rotate = rotation_plan(scorer.part, groups, _layer_kv(lm, scorer), kinds)
+    return layer_patterns(lm, text, target, part, layer, plan or None, rotate=rotate)
+
+
+def head_change(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Each head's mean Jensen-Shannon distance over query rows. Shapes: [h, q, k] twice -> [h]."""
+    return js_distance(before, after).mean(-1)
