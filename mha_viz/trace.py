@@ -160,6 +160,58 @@ class AttentionWeights:
 
 
 @dataclass(frozen=True, eq=False)
+class Latent:
+    """What a latent-attention layer (MLA: DeepSeek-V2/V3, MiniCPM3) caches per token, and how the heads read it.
+
+    Shapes: c_kv [k_pos, d_c] (the compressed key/value latent, after its norm); k_rope [k_pos, d_rope] (the
+    rotary key part, after rotation, shared by every head); k_rope_pre [k_pos, d_rope] the same before rotation,
+    or None; W_UK [n_kv_heads, d_c, d_nope] and W_UV [n_kv_heads, d_c, d_v]: head g's keys without rotary part
+    are c_kv @ W_UK[g] (k[g, :, :d_nope]) and its values c_kv @ W_UV[g] (v[g]).
+    """
+
+    c_kv: torch.Tensor
+    k_rope: torch.Tensor
+    W_UK: torch.Tensor
+    W_UV: torch.Tensor
+    k_rope_pre: torch.Tensor | None = None
+
+    @property
+    def d_c(self) -> int:
+        return int(self.c_kv.shape[-1])
+
+    @property
+    def d_rope(self) -> int:
+        return int(self.k_rope.shape[-1])
+
+    @property
+    def d_nope(self) -> int:
+        return int(self.W_UK.shape[-1])
+
+    @property
+    def cached(self) -> int:
+        """Numbers one token costs in this layer's cache: d_c + d_rope."""
+        return self.d_c + self.d_rope
+
+    @property
+    def cached_mha(self) -> int:
+        """What the same heads would cost as plain multi-head attention: every head's K and V, h · (d_k + d_v)."""
+        return int(self.W_UK.shape[0]) * (self.d_nope + self.d_rope + int(self.W_UV.shape[-1]))
+
+
+@dataclass(frozen=True, eq=False)
+class Differential:
+    """Differential attention (DiffLlama): the model calls its attention twice with the same q and k, on each half
+    of V, and W^O reads, for each pair j of heads (j, j + h/2), (1 − λ_init) · RMSNorm(A_j · [V1|V2] − λ · A_{j+h/2}
+    · [V1|V2]): the difference of two softmax maps, weighted by λ. Shapes: v2 [n_kv_heads, k_pos, d_head] (the
+    second call's values; the trace's v is the first's)."""
+
+    lam: float  # λ = exp(λ_q1 · λ_k1) − exp(λ_q2 · λ_k2) + λ_init
+    lam_init: float
+    eps: float  # the RMSNorm's epsilon
+    v2: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
 class AttentionTrace:
     """Every intermediate of one multi-head attention forward pass, detached, on the CPU.
 
@@ -195,6 +247,8 @@ class AttentionTrace:
     # 1 − its sink share (sink_share)
     wo_input: torch.Tensor | None = None  # [q_pos, n_heads * d_head]: what W^O reads where the model changes the
     # concatenated heads first (Qwen3-Next's output gate, BitNet's norm); None: concat itself
+    latent: Latent | None = None  # latent attention (MLA): the cached latent the keys and values come from
+    differential: Differential | None = None  # differential attention (DiffLlama): λ and the second half of V
 
     @property
     def sink_share(self) -> torch.Tensor | None:

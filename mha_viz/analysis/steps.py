@@ -1,8 +1,9 @@
 """The seven steps of one head's computation, matrix by matrix, from a trace (pure numpy; no Streamlit).
 
-1 X, 2 Q, K, V, 3 QKᵀ, 4 scaling, 5 mask, 6 softmax, 7 weights · V, concat, · W^O. Every matrix is read
-from the trace or computed from its own tensors (3 and 4: Q_i K_gᵀ and its scaled copy), so it is what the
-model computed. Used by mha_viz.show (the dashboard's Step by step tab builds the same list).
+1 X, 2 Q, K, V (latent attention: X → c_KV → K, V and the shared rotary key part), 3 QKᵀ, 4 scaling, 5 mask,
+6 softmax, 7 weights · V, concat, · W^O. Every matrix is read from the trace or computed from its own tensors
+(3 and 4: Q_i K_gᵀ and its scaled copy), so it is what the model computed. Used by mha_viz.show (the dashboard's
+Step by step tab builds the same list).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mha_viz.analysis.differential import difference, pair_of, pair_outputs
 from mha_viz.trace import AttentionTrace, MhaVizError
 
 
@@ -78,10 +80,15 @@ def head_steps(
             Step(2, f"{proj('K', g)}, before rotation{shared}", t.k_pre[g].numpy(), False, "K", True, ks, True),
         ]
     used = " rotated (rotary positions)" if t.q_pre is not None else " as used"
+    k_title, v_title = (proj("K", g) if plain else f"K_{g}{used}"), (proj("V", g) if plain else f"V_{g} as used")
+    if t.latent is not None:  # latent attention: K (no-rope part) and V come from the cached latent c_KV
+        steps += latent_steps(t, g)
+        k_title, v_title = f"K_{g} = [c_KV · W_UK[{g}] | k_rope]", f"V_{g} = c_KV · W_UV[{g}]"
+    vs = f"[{nk} × {t.v.shape[-1]}]"  # d_v (latent attention: d_v ≠ d_k)
     steps += [
         Step(2, proj("Q", i) if plain else f"Q_{i}{used}", t.q[i].numpy(), False, "Q", True, qs),
-        Step(2, (proj("K", g) if plain else f"K_{g}{used}") + shared, t.k[g].numpy(), False, "K", True, ks, True),
-        Step(2, (proj("V", g) if plain else f"V_{g} as used") + shared, t.v[g].numpy(), False, "V", True, ks, True),
+        Step(2, k_title + shared, t.k[g].numpy(), False, "K", True, ks, True),
+        Step(2, v_title + shared, t.v[g].numpy(), False, "V", True, vs, True),
         Step(3, f"Q_{i} K_{g}ᵀ", raw, True, "QKᵀ", True, sq),
         Step(4, scale_title(t.scale, dk, scaled), raw * t.scale, True, "scaled", True, sq),
     ]
@@ -98,15 +105,72 @@ def head_steps(
     steps += [
         Step(5, f"mask ({masked})", t.scores[i].numpy(), True, "scores", True, sq),
         Step(6, "softmax, row by row (each row sums to 1)", t.pattern[i].numpy(), True, "weight", False, sq),
-        Step(7, f"head_{i} = weights · V_{g}", t.z[i].numpy(), False, "z", True, qs),
+        Step(7, f"head_{i} = weights · V_{g}", t.z[i].numpy(), False, "z", True, f"[{n} × {t.z.shape[-1]}]"),
         Step(7, f"concat(head_0 … head_{h - 1})", t.concat.numpy(), False, "concat", True, cat),
         Step(7, out, t.output.numpy(), False, "output", True, f"[{n} × {d}]"),
     ]
+    if t.differential is not None:  # differential attention: the pair's second map and their difference
+        steps[-1:-1] = differential_steps(t, i)
     if t.wo_input is not None:  # the model gates or normalises the heads first: what W^O actually reads
         gate = Step(7, "the model's gate / norm on the heads (what W^O reads)", t.wo_input.numpy(), False,
                     "W^O input", True, f"[{n} × {t.wo_input.shape[-1]}]")  # fmt: skip
         steps.insert(len(steps) - 1, gate)
     return steps
+
+
+def latent_steps(t: AttentionTrace, g: int) -> list[Step]:
+    """Latent attention's (MLA) extra step-2 matrices for K/V head ``g``: X → c_KV → K (no-rope part), and the rotary
+    key part every head shares. Each is what the model computed (recorded: c_KV at W_UKV's input, k_rope in k)."""
+    lat = t.latent
+    if lat is None:
+        return []
+    nk, dn = lat.c_kv.shape[0], lat.d_nope
+    rope = f"[{nk} × {lat.d_rope}]"
+    steps = [Step(2, "c_KV = norm(X · W_DKV): the latent every head's K and V come from (cached)", lat.c_kv.numpy(),
+                  False, "c_KV", True, f"[{nk} × {lat.d_c}]", True)]  # fmt: skip
+    if lat.k_rope_pre is not None:
+        steps.append(Step(2, "k_rope = X · W_KR, before rotation (one for all heads)", lat.k_rope_pre.numpy(), False,
+                          "k_rope", True, rope, True))  # fmt: skip
+    steps += [
+        Step(2, "k_rope rotated (rotary positions; one for all heads, cached)", lat.k_rope.numpy(), False, "k_rope",
+             True, rope, True),
+        Step(2, f"K_{g}'s no-rope part = c_KV · W_UK[{g}]", t.k[g][:, :dn].numpy(), False, "K", True,
+             f"[{nk} × {dn}]", True),
+    ]  # fmt: skip
+    return steps
+
+
+def differential_steps(t: AttentionTrace, i: int) -> list[Step]:
+    """Differential attention's (DiffLlama) matrices for head ``i``'s pair (j, j + h/2): both softmax maps, their
+    difference A_j − λ · A_{j+h/2}, and the pair's output, normed, as W^O reads it. Shapes: each Step.z is 2-D."""
+    d = t.differential
+    if d is None:
+        return []
+    j, k = pair_of(t, i)
+    n, nk = t.pattern.shape[1:]
+    sq = f"[{n} × {nk}]"
+    out = pair_outputs(t)[j].numpy()  # [n, 2·d_head]
+    return [
+        Step(7, f"softmax map 1 of pair {j}: head {j}", t.pattern[j].numpy(), True, "weight", False, sq),
+        Step(7, f"softmax map 2 of pair {j}: head {k}", t.pattern[k].numpy(), True, "weight", False, sq),
+        Step(7, f"differential map A_{j} − λ · A_{k} (λ = {d.lam:.4g}; rows sum to 1 − λ)", difference(t, j).numpy(),
+             True, "weight", True, sq),
+        Step(7, f"pair {j} = (1 − λ_init) · RMSNorm(differential map · [V1|V2]) (λ_init = {d.lam_init:.4g})", out,
+             False, "pair", True, f"[{n} × {out.shape[-1]}]"),
+    ]  # fmt: skip
+
+
+def latent_cache(t: AttentionTrace) -> str:
+    """What one token costs in a latent-attention layer's cache, against the same heads' K and V ("" elsewhere)."""
+    lat = t.latent
+    if lat is None:
+        return ""
+    h, dk, dv = int(lat.W_UK.shape[0]), lat.d_nope + lat.d_rope, int(lat.W_UV.shape[-1])
+    return (
+        f"Latent attention: each token costs this layer's cache d_c + d_rope = {lat.d_c} + {lat.d_rope} = "
+        f"{lat.cached} numbers (c_KV and k_rope), instead of h · (d_k + d_v) = {h} · ({dk} + {dv}) = "
+        f"{lat.cached_mha} for the same heads' K and V: {lat.cached_mha / lat.cached:.3g}× fewer."
+    )
 
 
 def variant_steps(res: object, name: str, i: int, mha_output: np.ndarray) -> list[Step]:

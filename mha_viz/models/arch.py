@@ -18,6 +18,7 @@ import torch
 
 from mha_viz.models import offload
 from mha_viz.models.capture import Call, Recorder, recording
+from mha_viz.models.latent import find_latent
 from mha_viz.trace import AttentionWeights, MhaVizError
 
 _CROSS_NAMES = ("encoder_attn", "encdecattention", "crossattention", "cross_attn", "cross_attention")
@@ -39,6 +40,8 @@ class Site:
     # something else than concat, recorded at W^O's input
     model_layer: int = -1  # the model's own number for this layer (its layer_idx: differs from ``layer`` in
     # hybrids whose attention layers sit between other kinds of layers); -1 when the model does not say
+    latent: tuple[str, str, int] = ("", "", 0)  # latent attention (MLA): (W_UKV, the down-projection, d_rope);
+    # ("", "", 0) elsewhere (models/latent.py)
 
 
 def is_linear(module: torch.nn.Module) -> bool:
@@ -105,12 +108,15 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
     modules = {id(m): m for m in model.modules()}
     seen: list[tuple[str, torch.Tensor, torch.Tensor]] = []  # (linear module name, input, output)
 
+    after: dict[str, int] = {}  # linear module name -> attention calls made before it last ran
+
     def grab(mod: torch.nn.Module, args: tuple, out: torch.Tensor) -> None:
         if args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
             seen.append((names[id(mod)], args[0].detach().float().cpu(), out.detach().float().cpu()))
+            after[names[id(mod)]] = len(rec.calls)
 
-    handles = [m.register_forward_hook(grab) for m in model.modules() if is_linear(m)]
     rec = Recorder()
+    handles = [m.register_forward_hook(grab) for m in model.modules() if is_linear(m)]
     try:
         with torch.no_grad(), recording(rec):
             model(**inputs)
@@ -123,20 +129,26 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
     counts: dict[str, int] = {}
     causal_calls = [_is_causal(call) for call in rec.calls]
     decoder_only = not encoder_decoder and any(causal_calls)  # one stack: all of it is the decoder, or none
-    for call, causal in zip(rec.calls, causal_calls, strict=True):
+    for index, (call, causal) in enumerate(zip(rec.calls, causal_calls, strict=True)):
         name = names.get(call.module_id, "?")
         part = _part_of(name, encoder_decoder, decoder_only)
         wo = next((n for n, i, _ in seen if _same(i, call.wo_in)), None)
-        pre_wo = wo is None and (wo := _transformed_wo(name, call, seen)) is not None
+        later = [item for item in seen if after.get(item[0], 0) > index]  # ran after this call: may read its heads
+        pre_wo = wo is None and (wo := _transformed_wo(name, call, later)) is not None
         if wo is None:
-            raise MhaVizError(f"could not find the output projection (W^O) of {name}; this model is not supported")
+            raise MhaVizError(
+                f"no output projection (W^O) of {name}: no one linear map reads its heads after attention (W^O "
+                "per token: a mixture of attention heads; or in groups); this model is not supported"
+            )
         layer = counts.get(part, 0)
         counts[part] = layer + 1
         plain = _plain_qkv(call, seen) if part != "cross" else ()
         rotary = () if plain else _pre_rotary(call, seen)
         v = "" if plain or part == "cross" else _plain_v(call, seen)
+        mods = {n: modules[i] for i, n in names.items() if n.startswith(name + ".") and i in modules}
+        latent = find_latent(name, call, seen, mods) if not plain else ("", "", 0)
         sites.append(Site(name, part, layer, wo, plain, causal, rotary, v, pre_wo,
-                          _model_layer(modules.get(call.module_id))))  # fmt: skip
+                          _model_layer(modules.get(call.module_id)), latent))  # fmt: skip
     return tuple(sites)
 
 

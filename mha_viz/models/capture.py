@@ -67,6 +67,10 @@ class Call:
     k_pre: torch.Tensor | None = None  # [b, k_pos, kv*dh]: the key projection before rotary embeddings
     tiles: np.ndarray | None = None  # [n_heads, ceil(q_pos/f), ceil(k_pos/f)]: batch item 0's pattern, f×f block means
     tile_f: int = 0  # the block side f of ``tiles``
+    c_kv: torch.Tensor | None = None  # [b, k_pos, d_c]: latent attention's compressed key/value latent (after its norm)
+    k_rope_pre: torch.Tensor | None = None  # [b, k_pos, d_rope]: latent attention's rotary key part before rotation
+    v2: torch.Tensor | None = None  # [b, n_kv_heads, k_pos, d_head]: the values of a second call with the same q and
+    # k (differential attention: DiffLlama calls its attention on each half of V)
 
 
 @dataclass(eq=False)
@@ -97,6 +101,9 @@ class Recorder:
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
     last: dict[int, Call] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    # (id(module), layer, query, key) of the last call: the same module calling again with the same q and k (a
+    # differential model's second value call) is the same layer, not the next one
+    prev: tuple[int, int, torch.Tensor, torch.Tensor] | None = None
 
     def wants(self, part: str, layer: int) -> bool:
         """Whether the call (part, layer) is recorded."""
@@ -173,7 +180,9 @@ def mha_viz_attention(
     if rec is None:
         return eager(module, query, key, value, attention_mask, *args, **kwargs)
     part = rec.parts.get(id(module), "?")
-    layer = rec.next_layer(part)
+    again = rec.prev is not None and rec.prev[0] == id(module) and rec.prev[2] is query and rec.prev[3] is key
+    layer = rec.prev[1] if again else rec.next_layer(part)
+    rec.prev = (id(module), layer, query, key)
     rot = rec.rotate.get((part, layer))
     if rot is not None:
         query, key, value = rotated(query, key, value, *rot)
@@ -198,7 +207,10 @@ def mha_viz_attention(
         out = out * routed.to(out.device, out.dtype)[..., None]  # [b, q_pos, n_heads, d_head]
     if rec.replace:
         out = _replaced(rec, (part, layer, "out"), out)  # [b, q_pos, n_heads, d_head]
-    if rec.wants(part, layer):
+    if again and rec.wants(part, layer) and id(module) in rec.last:
+        if rec.extras:  # DiffLlama: the same weights over the second half of V (models/differential.py)
+            rec.last[id(module)].v2 = _cpu(value)
+    elif rec.wants(part, layer):
         rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
@@ -273,6 +285,8 @@ def _record(
     call.x, call.x_kv = x, x_kv
     call.q_pre = rec.pending_pre.pop((id(module), "q"), None)
     call.k_pre = rec.pending_pre.pop((id(module), "k"), None)
+    call.c_kv = rec.pending_pre.pop((id(module), "c_kv"), None)
+    call.k_rope_pre = rec.pending_pre.pop((id(module), "k_rope"), None)
     return call
 
 
@@ -347,6 +361,22 @@ def projection_hook(attn_module: torch.nn.Module, which: str) -> Callable:
             return
         if rec.wants(*rec.upcoming(attn_module)):
             rec.pending_pre[(id(attn_module), which)] = _cpu(output)
+
+    return hook
+
+
+def latent_hook(attn_module: torch.nn.Module, which: str, d_rope: int = 0) -> Callable:
+    """A forward hook for latent attention (MLA), filed with the next call of ``attn_module``: on the up-projection
+    W_UKV (``which`` "c_kv") its input, the latent c_KV [b, pos, d_c]; on the down-projection ("k_rope") its last
+    ``d_rope`` output columns, the rotary key part before rotation [b, pos, d_rope]."""
+
+    def hook(_mod: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
+        rec = _ACTIVE.get()
+        if rec is None or not rec.extras or not rec.wants(*rec.upcoming(attn_module)):
+            return
+        t = args[0] if which == "c_kv" and args else output[..., -d_rope:] if d_rope else None
+        if isinstance(t, torch.Tensor):
+            rec.pending_pre[(id(attn_module), which)] = _cpu(t).reshape(t.shape[0], -1, t.shape[-1])
 
     return hook
 

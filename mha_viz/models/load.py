@@ -234,6 +234,11 @@ def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | 
         model.get_submodule(site.wo).register_forward_hook(capture.output_hook(attn, site.pre_wo))
         for which, proj in zip("qk", site.pre_rotary, strict=False):
             model.get_submodule(proj).register_forward_hook(capture.projection_hook(attn, which))
+        up, down, d_rope = site.latent
+        if up:  # latent attention: c_KV (W_UKV's input) and the rotary key part before rotation
+            model.get_submodule(up).register_forward_hook(capture.latent_hook(attn, "c_kv"))
+            if down:
+                model.get_submodule(down).register_forward_hook(capture.latent_hook(attn, "k_rope", d_rope))
     if spread and offload.index(model):  # weights off their modules: readable, and one pass at a time per module
         offload.serialize(model)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config

@@ -115,7 +115,8 @@ def _item(call: Call, b: int, span: slice) -> Call:
         call, q=_cut(call.q, b, span, 2), k=_cut(call.k, b, span, 2), v=_cut(call.v, b, span, 2),
         bias=_cut(call.bias, b, span, 2, 3), allowed=_cut(call.allowed, b, span, 2, 3),
         wo_in=_cut(call.wo_in, b, span, 1), wo_read=_cut(call.wo_read, b, span, 1),
-        x=None, x_kv=None, wo_out=None, q_pre=None, k_pre=None, tiles=None, tile_f=0,
+        x=None, x_kv=None, wo_out=None, q_pre=None, k_pre=None, tiles=None, tile_f=0, c_kv=None, k_rope_pre=None,
+        v2=None,
     )  # fmt: skip
 
 

@@ -22,6 +22,8 @@ from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dty
 from mha_viz.config import EMBEDDINGS, TOKENS, Config
 from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
 from mha_viz.models.capture import Call
+from mha_viz.models.differential import differential_of
+from mha_viz.models.latent import latent_of
 from mha_viz.models.load import LoadedModel, load_model
 from mha_viz.models.run import ModelRun, output_projection, run_layer, run_model, token_embeddings, word_embeddings
 from mha_viz.models.sources import smollm2_dir, smollm2_ready  # noqa: F401 (the dashboard's way in)
@@ -169,14 +171,8 @@ def layer_trace(
         )  # fmt: skip
         return _tag(trace, part, kt.labels, None)
     dev, dt = resolve_device(config.device), resolve_dtype(config.dtype)
-    w_in, b_o = output_projection(lm, part, layer)  # [h*dh, d], [d]
-    h, dh = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
-    w_o, b_o = edit_wo(w_in.reshape(h, dh, -1), b_o, config.wo, config.wo_seed, _factors(config))
-    allowed = None if call.allowed is None else call.allowed[0]  # [1|h, q, k]
-    if config.causal and part != "cross":
-        n = call.q.shape[-2]
-        tril = torch.ones(n, n, dtype=torch.bool).tril()
-        allowed = tril if allowed is None else allowed & tril
+    w_o, b_o = edited_wo(lm, call, part, layer, config)  # [h, dv, d], [d]
+    allowed = allowed_keys(call, part, config)  # [1|h, q, k]
     scale = call.scaling if config.scaled else 1.0
 
     def put(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -205,6 +201,8 @@ def layer_trace(
         q_pre=heads(call.q_pre, call.q[0]), k_pre=heads(call.k_pre, call.k[0]),
         sink=None if call.sink is None else to_cpu(call.sink.float()),
         wo_input=None if wo_input is None else to_cpu(wo_input),
+        latent=latent_of(lm.model, lm.site(part, layer).latent[0], call),  # MLA: the cached c_KV and k_rope
+        differential=differential_of(lm.model.get_submodule(lm.site(part, layer).name), call),  # DiffLlama
         **{name: to_cpu(t) for name, t in out.items()},
     )  # fmt: skip
     if not torch.isfinite(trace.pattern).all() or not torch.isfinite(trace.output).all():
@@ -212,18 +210,47 @@ def layer_trace(
             f"{lm.name}'s attention in {part} layer {layer} overflowed (values that are not finite numbers); "
             "nothing is shown rather than NaN"
         )
+    check_match(lm, call, part, layer)
+    return trace
+
+
+# --- what layer_trace and the long-text rows (rows.py) share: one definition each ---------------------------------
+def check_match(lm: LoadedModel, call: Call, part: str, layer: int) -> None:
+    """A recomputed pattern further than MATCH_TOL from the model's own weights is never shown."""
     if not call.delta <= MATCH_TOL:  # also catches a NaN difference
         raise MhaVizError(
             f"mha-viz could not reproduce {lm.name}'s attention in {part} layer {layer} (difference "
             f"{call.delta:.2g}); it is not shown rather than shown wrong"
         )
-    return trace
 
 
-def _factors(config: Config) -> dict[int, float]:
+def allowed_keys(call: Call, part: str, config: Config, rows: torch.Tensor | None = None) -> torch.Tensor | None:
+    """The keys each query may see: the model's recorded mask, and the what-if causal mask on top (never on
+    cross-attention). ``rows`` picks query rows (all when None). Shapes: returns [1|h, q|r, k] or [q|r, k]."""
+    allowed = None if call.allowed is None else call.allowed[0]  # [1|h, q, k]
+    if allowed is not None and rows is not None:
+        allowed = allowed[..., rows, :]
+    if config.causal and part != "cross":
+        queries = torch.arange(call.q.shape[-2]) if rows is None else rows
+        tril = queries[:, None] >= torch.arange(call.k.shape[-2])[None, :]  # [q|r, k]
+        allowed = tril if allowed is None else allowed & tril
+    return allowed
+
+
+def wo_factors(config: Config) -> dict[int, float]:
+    """Per-head factors on W^O: the sidebar's head scaling, and 0 for ablated heads."""
     factors = dict(config.head_scale)
     factors.update({int(i): 0.0 for i in config.ablate})
     return factors
+
+
+def edited_wo(
+    lm: LoadedModel, call: Call, part: str, layer: int, config: Config
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The layer's W^O per head after the W^O what-if and head factors. Shapes: returns [h, d_v, d], [d]."""
+    w_in, b_o = output_projection(lm, part, layer)  # [h*dv, d], [d]
+    h, dv = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
+    return edit_wo(w_in.reshape(h, dv, -1), b_o, config.wo, config.wo_seed, wo_factors(config))
 
 
 def _tag(trace: AttentionTrace, part: str, key_tokens: tuple[str, ...], delta: float | None) -> AttentionTrace:

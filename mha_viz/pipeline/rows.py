@@ -16,30 +16,21 @@ import torch
 from mha_viz.analysis.norms import row_shares
 from mha_viz.attention import attention_pattern, resolve_device, resolve_dtype
 from mha_viz.config import Config
-from mha_viz.edits import edit_wo
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import output_projection
-from mha_viz.pipeline.road import Recording, layer_trace
+from mha_viz.pipeline.road import Recording, allowed_keys, check_match, edited_wo, layer_trace
 from mha_viz.pooling import block_means, pool_factor
 from mha_viz.trace import MhaVizError
 
 CHUNK_CELLS = 2**23  # scores computed at once (h × rows × keys): about 32 MB of float32
 
 
-def _factors(config: Config) -> dict[int, float]:
-    factors = dict(config.head_scale)
-    factors.update({int(i): 0.0 for i in config.ablate})
-    return factors
-
-
 def _value_norms(lm: LoadedModel, rec: Recording, part: str, layer: int, config: Config) -> np.ndarray:
     """‖v_j W_O^h‖ with the sidebar's W^O edits (as norms.value_norms on the layer's trace). Shapes: [h, n_k]."""
     call = rec.run.calls[(part, layer)]
-    h, dh = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
-    w_in, b_o = output_projection(lm, part, layer)  # [h*dh, d]
-    w_o, _ = edit_wo(w_in.reshape(h, dh, -1), b_o, config.wo, config.wo_seed, _factors(config))
-    v = call.v[0].to(resolve_dtype(config.dtype)).double()  # [kv, n_k, dh]
-    per_head = v[torch.arange(h) // (h // v.shape[0])]  # [h, n_k, dh]
+    h = call.q.shape[1]
+    w_o, _ = edited_wo(lm, call, part, layer, config)  # [h, dv, d]
+    v = call.v[0].to(resolve_dtype(config.dtype)).double()  # [kv, n_k, dv]
+    per_head = v[torch.arange(h) // (h // v.shape[0])]  # [h, n_k, dv]
     return (per_head @ w_o.to(resolve_dtype(config.dtype)).double()).norm(dim=-1).numpy()
 
 
@@ -57,13 +48,9 @@ def layer_rows(
         from mha_viz.analysis.norms import shown_pattern
 
         return shown_pattern(layer_trace(lm, rec, part, layer, config), measure)[:, index.numpy()]
-    if not call.delta <= 1e-4:  # as layer_trace: a pattern that does not match the model is never shown
-        raise MhaVizError(f"mha-viz could not reproduce {lm.name}'s attention in {part} layer {layer}")
+    check_match(lm, call, part, layer)  # as layer_trace: a pattern that does not match the model is never shown
     dev, dt = resolve_device(config.device), resolve_dtype(config.dtype)
-    allowed = None if call.allowed is None else call.allowed[0][..., index, :]  # [1|h, r, k]
-    if config.causal and part != "cross":
-        tril = index[:, None] >= torch.arange(call.k.shape[-2])[None, :]  # [r, k]
-        allowed = tril if allowed is None else allowed & tril
+    allowed = allowed_keys(call, part, config, index)  # [1|h, r, k]
     scale = call.scaling if config.scaled else 1.0
     with torch.no_grad():
         q = call.q[0][:, index].to(device=dev, dtype=dt)  # [h, r, dh]

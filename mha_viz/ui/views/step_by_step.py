@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis.steps import Step, head_steps, numbered, variant_steps
+from mha_viz.analysis.steps import Step, head_steps, latent_cache, numbered, variant_steps
 from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.common import plural
@@ -65,6 +65,11 @@ def _one_head(ctx: Ctx) -> None:
             "takes keys from another text, so Q, K and V are shown as the attention used them, recorded from "
             f"the model.{' K and V are shared by a group of query heads (grouped-query attention).' if shared else ''}"
         )
+    if t.latent is not None:
+        st.caption(
+            latent_cache(t) + " Step 2 shows the latent c_KV and the rotary key part k_rope (what is cached), then "
+            "the keys and values this head's group reads from them, as the model computed them."
+        )
     biases = layer_biases(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if plain else ()
     raw = (t.q[i] @ t.k[g].T).numpy()  # [n, nk] before scaling (exported below)
     steps = head_steps(t, i, ctx.config.scaled, plain, biases)
@@ -102,6 +107,7 @@ def _one_head(ctx: Ctx) -> None:
             "z": t.z[i].numpy(),
             "concat": t.concat.numpy(),
             "output": t.output.numpy(),
+            **({} if t.latent is None else {"c_kv": t.latent.c_kv.numpy(), "k_rope": t.latent.k_rope.numpy()}),
         },
     )
 
