@@ -154,7 +154,7 @@ def test_lesson_steps_are_the_trace(minilm) -> None:
         np.testing.assert_allclose(_z(spec), want, rtol=1e-5, atol=1e-5, err_msg=spec["layout"]["title"]["text"])
         assert f"[{want.shape[0]} × {want.shape[1]}]" in spec["layout"]["title"]["text"]
         assert list(heatmaps(spec)[0]["y"]) == list(t.tokens)
-    assert "b_Q^" in s[1]["layout"]["title"]["text"]  # MiniLM's projections have biases: named in the title
+    assert "+ b_Q[" in s[1]["layout"]["title"]["text"]  # MiniLM's projections have biases: named in the title
     assert n == 15 and np.isfinite(_z(s[6])).all()  # an encoder: nothing masked
     deeper = [c.value for c in at.caption if c.value.startswith("More: the ")]
     assert len(deeper) == 7
@@ -202,7 +202,7 @@ def test_lesson_mask_hover_and_head_from_the_link(minilm) -> None:
     at = open_all(run_app(view="Lesson", causal="true", lesson_head="head 3", layer="0"))
     assert at.selectbox(key="lesson_head").value == 3
     assert any(lab.startswith("Step 5. Mask: causal") for lab in (e.label for e in at.expander))
-    masked = next(spec for spec in specs(at) if spec["layout"]["title"]["text"].startswith("masked scores"))
+    masked = next(spec for spec in specs(at) if spec["layout"]["title"]["text"].startswith("mask ("))
     z = _z(masked)
     n = z.shape[0]
     above = np.triu(np.ones((n, n), dtype=bool), 1)
@@ -284,8 +284,8 @@ def test_lesson_on_smollm2_shows_q_k_v_as_used() -> None:
     g = i // t.group
     s = specs(at)[1:]  # after the first screen's attention
     titles = _titles(at)[1:]
-    assert titles[1].startswith(f"Q_{i} = X · W_Q^{i}, before rotation") and "rotated" in titles[4]
-    want = [t.x, t.q_pre[i], t.k_pre[g], t.v[g], t.q[i], t.k[g]]
+    assert titles[1].startswith(f"Q_{i} = X · W_Q[{i}], before rotation") and "rotated" in titles[3]
+    want = [t.x, t.q_pre[i], t.k_pre[g], t.q[i], t.k[g], t.v[g]]  # as Step by step orders them
     for spec, m in zip(s, want, strict=False):
         np.testing.assert_allclose(_z(spec), m.double().numpy(), rtol=1e-5, atol=1e-5)
     assert any(e.label == "Step 5. Mask: causal" for e in at.expander)

@@ -10,7 +10,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-SQUARE = ("Q_", "masked scores", "weights = softmax")  # titles of steps 3-6 (3: Q K^T, 4: Q K^T × scale)
+SQUARE = ("Q_", "÷ √d_k", "mask (", "softmax")  # titles of steps 3-6 (analysis.steps.head_steps')
 MIN_CELL_PX = 14
 COLUMN_PX = 390  # one of two columns in a Lesson step at a 1280 px page (measured in Chromium: plot areas 210-220 px)
 

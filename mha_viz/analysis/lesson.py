@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.analysis.steps import Step as MatrixStep
+from mha_viz.analysis.steps import head_steps, latent_cache, scale_title
 from mha_viz.trace import AttentionTrace, AttentionWeights
 
 
@@ -121,6 +123,15 @@ def _qkv_words(plain: bool, rotary: bool, cross: bool) -> tuple[str, str]:
     )
 
 
+def _panel(s: MatrixStep, t: AttentionTrace) -> Panel:
+    """One of head_steps' matrices as a Lesson panel: the same values, title and shape (one definition of each)."""
+    tok, keys = tuple(t.tokens), tuple(t.key_tokens)
+    rows = s.row_labels or (keys if s.key_rows else tok)
+    cols = keys if s.keys else s.col_labels
+    kind = "scores" if s.name == "scores" else "weights" if s.name == "weight" else "signed"
+    return Panel(f"{s.title}   {s.shape}", s.z, rows, cols, s.name, kind)
+
+
 def build_steps(
     trace: AttentionTrace,
     head: int,
@@ -130,7 +141,8 @@ def build_steps(
     scaled: bool = True,
     wo_words: str = "W^O is learned with the rest of the model",
 ) -> list[Step]:
-    """Steps 1-7 of one head of a traced layer, every matrix taken from the trace.
+    """Steps 1-7 of one head of a traced layer: the matrices are analysis.steps.head_steps' (what Step by step and
+    the export show, extra steps of latent, differential and gated attention included), with the Lesson's words.
 
     ``weights`` (plain layers) names the biases in the formulas; ``wo_words`` says where this W^O comes from.
     """
@@ -140,18 +152,18 @@ def build_steps(
     g = i // t.group
     nk = int(t.k.shape[1])
     d = int(t.output.shape[1])
-    tok, keys = tuple(t.tokens), tuple(t.key_tokens)
     cross = t.part == "cross"
     shared = "" if t.group == 1 else f" (shared by query heads {g * t.group}–{(g + 1) * t.group - 1})"
-    bias = {name: weights is not None and getattr(weights, name) is not None for name in ("b_Q", "b_K", "b_V", "b_O")}
+    biases = [b for b in ("b_Q", "b_K", "b_V") if weights is not None and getattr(weights, b) is not None]
+    matrices = head_steps(t, i, scaled=scaled, plain=plain, biases=biases)
+
+    def panels(number: int) -> tuple[Panel, ...]:
+        return tuple(_panel(s, t) for s in matrices if s.number == number)
+
     steps: list[Step] = []
 
     # 1. X
-    if t.x.shape[1]:
-        x_panels = (Panel(f"X, one row per token   [{n} × {t.x.shape[1]}]", _np(t.x), tok, None, "X"),)
-        x_more = ""
-    else:
-        x_panels, x_more = (), " This model's attention input was not recorded, so X is not drawn here."
+    x_more = "" if t.x.shape[1] else " This model's attention input was not recorded, so X is not drawn here."
     steps.append(
         Step(
             1,
@@ -159,41 +171,21 @@ def build_steps(
             f"Every token of the text is one row of X, a vector of d_model = {t.x.shape[1] or d} numbers. In a "
             "trained model these rows are the hidden states that arrive at this layer (the word plus what the "
             "layers below already mixed in); the first layer sees the embeddings." + x_more,
-            x_panels,
+            panels(1),
             "Step by step",
             "every matrix of any head, side by side",
         )
     )
 
     # 2. Q, K, V
-    suffix, why = _qkv_words(plain, t.q_pre is not None, cross)
-
-    def formula(m: str, w: str, j: int, b: str) -> str:
-        return f"{m} = X · {w}^{j}" + (f" + {b}^{j}" if bias[b] else "")
-
-    q_name = formula(f"Q_{i}", "W_Q", i, "b_Q") if plain else f"Q_{i}{suffix}"
-    k_name = formula(f"K_{g}", "W_K", g, "b_K") if plain else f"K_{g}{suffix}"
-    v_name = formula(f"V_{g}", "W_V", g, "b_V") if plain else f"V_{g} as used"
-    panels = [
-        Panel(f"{q_name}   [{n} × {dk}]", _np(t.q[i]), tok, None, "Q"),
-        Panel(f"{k_name}   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
-        Panel(f"{v_name}   [{nk} × {dk}]", _np(t.v[g]), keys, None, "V"),
-    ]
-    if t.q_pre is not None and t.k_pre is not None:  # rotary: X · W first, then Q and K rotated (a second row)
-        panels = [
-            Panel(f"Q_{i} = X · W_Q^{i}, before rotation   [{n} × {dk}]", _np(t.q_pre[i]), tok, None, "Q"),
-            Panel(f"K_{g} = X · W_K^{g}, before rotation   [{nk} × {dk}]", _np(t.k_pre[g]), keys, None, "K"),
-            panels[2],
-            Panel(f"Q_{i} rotated (as used)   [{n} × {dk}]", _np(t.q[i]), tok, None, "Q"),
-            Panel(f"K_{g} rotated (as used)   [{nk} × {dk}]", _np(t.k[g]), keys, None, "K"),
-        ]
+    _, why = _qkv_words(plain, t.q_pre is not None, cross)
     text2 = (
         f"Each head has its own three projections, d_model × d_k = {t.x.shape[1] or d} × {dk}. They map every "
         f"token to a query (what it looks for), a key (what it offers) and a value (what it passes on), in a "
         f"space of only d_k = {dk} dimensions: one head sees the tokens from one angle, and {h} heads from "
         f"{h} angles."
     )
-    if plain and any(bias[b] for b in ("b_Q", "b_K", "b_V")):
+    if plain and biases:
         text2 += " This layer adds a bias after each projection (the + b in the titles)."
     elif plain and weights is not None:
         text2 += " This layer has no bias in these projections."
@@ -204,19 +196,16 @@ def build_steps(
             f" Grouped-query attention: {h} query heads share {h // t.group} key/value heads, so K and V of head "
             f"{i} are those of K/V head {g}{shared}."
         )
-    steps.append(
-        Step(
-            2,
-            f"Q, K, V of head {i}",
-            text2,
-            tuple(panels),
-            "Head count",
-            "how d_k shrinks as the number of heads grows",
+    if t.latent is not None:
+        text2 += (
+            " Latent attention: K and V are not projected from X directly but from one small latent c_KV per "
+            "token, the only thing the cache keeps besides the shared rotary key part. " + latent_cache(t)
         )
+    steps.append(
+        Step(2, f"Q, K, V of head {i}", text2, panels(2), "Head count", "how d_k shrinks as the number of heads grows")
     )
 
     # 3. Q Kᵀ
-    raw = _np(t.q[i]) @ _np(t.k[g]).T  # [n, nk]
     steps.append(
         Step(
             3,
@@ -224,14 +213,14 @@ def build_steps(
             f"Row m, column j is the dot product of token m's query with token j's key: large when they point the "
             f"same way. One number per pair of tokens, so the matrix is n × n = {n} × {nk} and grows with the "
             "square of the text's length.",
-            (Panel(f"Q_{i} K_{g}ᵀ   [{n} × {nk}]", raw, tok, keys, "QKᵀ"),),
+            panels(3),
             "Compare heads",
             "the same scores, head against head",
         )
     )
 
     # 4. scale
-    scaled_m = raw * t.scale
+    title4 = scale_title(t.scale, dk, scaled)
     if scaled:
         text4 = (
             f"Dot products of {dk}-dimensional vectors grow with d_k, and large scores push the softmax to put "
@@ -239,42 +228,25 @@ def build_steps(
             + (" = 1/√d_k." if abs(t.scale - dk**-0.5) < 1e-9 else " (this model's own scale).")
             + " Turn the scaling off in the sidebar to watch the softmax saturate."
         )
-        title4 = f"× {t.scale:.4g}" + (" = 1/√d_k" if abs(t.scale - dk**-0.5) < 1e-9 else " (the model's scale)")
     else:
         text4 = "Scaling is off in the sidebar, so the scores are used as they are (× 1): see how peaked step 6 gets."
-        title4 = "× 1 (scaling off)"
-    panels4 = [Panel(f"Q_{i} K_{g}ᵀ {title4}   [{n} × {nk}]", scaled_m, tok, keys, "scaled")]
     if t.softcap is not None:
-        capped = np.tanh(scaled_m / t.softcap) * t.softcap
-        panels4.append(
-            Panel(f"soft-capped: {t.softcap:g} · tanh(· / {t.softcap:g})   [{n} × {nk}]", capped, tok, keys, "capped")
-        )
         text4 += f" This model then soft-caps the scores to ±{t.softcap:g}."
     if t.bias is not None:
-        b = _np(t.bias[min(i, t.bias.shape[0] - 1)])
-        panels4.append(Panel(f"+ position bias (added by the model)   [{n} × {nk}]", b, tok, keys, "bias"))
         text4 += " It also adds a learned bias that depends on the distance between the two tokens."
     steps.append(
-        Step(
-            4,
-            f"Scale ({title4})",
-            text4,
-            tuple(panels4),
-            "Step by step",
-            "the scaled scores next to every other matrix of the head",
-        )
+        Step(4, f"Scale ({title4})", text4, panels(4), "Step by step", "the scaled scores next to every other matrix")
     )
 
     # 5. mask
-    scores = _np(t.scores[i])
-    kind, sentence = mask_kind(np.isfinite(scores))
+    kind, sentence = mask_kind(np.isfinite(_np(t.scores[i])))
     steps.append(
         Step(
             5,
             f"Mask: {kind}",
             sentence + " A masked pair gets the score −∞ (shown blank), so the softmax gives it weight exactly 0. "
             "Toggle the causal mask in the sidebar to see a decoder's view of the same text.",
-            (Panel(f"masked scores (blank = −∞)   [{n} × {nk}]", scores, tok, keys, "score", "scores"),),
+            panels(5),
             "Heads",
             "the causal toggle on all heads at once",
         )
@@ -289,16 +261,7 @@ def build_steps(
             "Each row is turned into weights that are positive and sum to 1: how token m spreads its attention "
             "over the keys. The softmax runs along each row separately (over the whole matrix would mix "
             "different queries)." + dead,
-            (
-                Panel(
-                    f"weights = softmax(scores) per row   [{n} × {nk}]",
-                    _np(t.pattern[i]),
-                    tok,
-                    keys,
-                    "weight",
-                    "weights",
-                ),
-            ),
+            panels(6),
             "Where does it look?",
             "one token's row, in every head and layer",
         )
@@ -306,19 +269,25 @@ def build_steps(
 
     # 7. · V, concat, · W^O
     b_o = " + b_O" if t.b_O is not None else ""
+    text7 = (
+        f"Head {i}'s output row m is the weighted sum of the value rows: weights · V. The {h} heads' outputs "
+        f"[{n} × {t.z.shape[-1]}] are put side by side, [{n} × {t.concat.shape[-1]}], and multiplied by W^O "
+        f"({t.concat.shape[-1]} × {d}) to give the layer's output. {wo_words}. Its job: decide how much of each head "
+        "goes where, instead of treating every head alike."
+    )
+    if t.differential is not None:
+        text7 += (
+            " Differential attention: heads come in pairs, and the pair's two softmax maps are subtracted (the "
+            "second weighted by a learned λ) before the values are read, which cancels attention both maps share."
+        )
+    if t.wo_input is not None:
+        text7 += " This model gates or normalises the heads' outputs before W^O: W^O reads that, shown too."
     steps.append(
         Step(
             7,
             f"· V, concat all heads, · W^O{b_o}",
-            f"Head {i}'s output row m is the weighted sum of the value rows: weights · V. The {h} heads' outputs "
-            f"[{n} × {dk}] are put side by side, [{n} × {h * dk}], and multiplied by W^O ({h * dk} × {d}) to give "
-            f"the layer's output. {wo_words}. Its job: decide how much of each head goes where, instead of treating "
-            "every head alike.",
-            (
-                Panel(f"head_{i} = weights · V_{g}   [{n} × {dk}]", _np(t.z[i]), tok, None, "z"),
-                Panel(f"concat(head_0 … head_{h - 1})   [{n} × {h * dk}]", _np(t.concat), tok, None, "concat"),
-                Panel(f"output = concat · W^O{b_o}   [{n} × {d}]", _np(t.output), tok, None, "output"),
-            ),
+            text7,
+            panels(7),
             "W^O",
             "W^O itself, and what each head adds after it",
         )
