@@ -24,6 +24,13 @@ MAX_TEXT_CHARS = 12_000  # a text (and a link's text): a 2048-token English text
 # servers' header limits; checked before tokenising, so a megabyte of text is refused at once
 MAX_SECOND_TEXT_CHARS = 5_000  # Two sentences' second sentence (its box cuts there; a link's text_b is checked)
 MAX_LINK_NUMBER_CHARS = 32  # a number in a link longer than this is refused before it is converted
+MAX_CORPUS_TEXTS = 2_000  # texts the dashboard's Corpus view scores in one run (it keeps 10 scores per head and text)
+MAX_CORPUS_TEXTS_HOSTED = 64  # the same in hosted mode (a run must fit the request's time limit)
+
+
+def max_corpus_texts() -> int:
+    """How many texts the Corpus view scores at most (hosted mode: MAX_CORPUS_TEXTS_HOSTED)."""
+    return MAX_CORPUS_TEXTS_HOSTED if hosted() else MAX_CORPUS_TEXTS
 
 
 def hosted() -> bool:

@@ -5,7 +5,8 @@ Attention heatmaps put query tokens on y (top to bottom) and key tokens on x; la
 distinct (see models.tokens.distinct_labels) or a categorical axis would merge repeated words.
 
 One module per kind of figure: common (scales, hover templates, pooling, escaping), grids (heads_grid,
-overview), heatmap (matrix_heatmap), roles (roles_map), induction (induction_map, loss_lines),
+overview), heatmap (matrix_heatmap), roles (roles_map), corpus (corpus_map, clark_lines),
+induction (induction_map, loss_lines),
 maps (layer_head_values), bars (focus_bars, head_bars, token_bars, paired_bars, line_chart),
 importance (pruning_figure, spectra),
 lesson (scores_heatmap, comparison, wo_heatmap),
@@ -26,6 +27,7 @@ from mha_viz.figures.common import (
     pool_blocks,
     safe,
 )
+from mha_viz.figures.corpus import clark_lines, corpus_map
 from mha_viz.figures.grids import heads_grid, overview
 from mha_viz.figures.heatmap import matrix_heatmap
 from mha_viz.figures.importance import pruning_figure, spectra
@@ -64,7 +66,9 @@ __all__ = [
     "LineSet",
     "attention_lines",
     "block_labels",
+    "clark_lines",
     "comparison",
+    "corpus_map",
     "focus_bars",
     "head_bars",
     "heads_grid",

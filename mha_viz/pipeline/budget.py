@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mha_viz.config import hosted
+from mha_viz.config import MAX_CORPUS_TEXTS, hosted
 from mha_viz.trace import MhaVizError
 
 F32 = 4
@@ -265,6 +265,25 @@ def _induction(s: Sizes) -> Cost:
                 s.pass_gflop() + s.n_layers * s.trace_gflop(), s.n_layers * s.n_heads + s.n_q * s.n_k)  # fmt: skip
 
 
+CORPUS_TEXTS = 16  # the Corpus view's estimate: one padded batch of this many texts like the page's (corpus_run.BATCH)
+
+
+def _corpus(s: Sizes) -> Cost:
+    """studies.corpus_run: a padded batch of CORPUS_TEXTS texts recorded at once, one text's every-layer patterns
+    at a time, and 10 scores per head kept for each of at most MAX_CORPUS_TEXTS texts; the time of CORPUS_TEXTS
+    texts (corpus_seconds scales it to a run's count). Drawn: three layer × head maps and a line chart."""
+    heads = s.n_layers * s.n_heads
+    patterns = F32 * heads * s.n_q * s.n_k
+    kept = F32 * 10 * heads * MAX_CORPUS_TEXTS
+    return Cost(CORPUS_TEXTS * s.recording_bytes() + patterns + s.trace_bytes() + kept,
+                CORPUS_TEXTS * (s.pass_gflop() + s.n_layers * s.trace_gflop()), 3 * heads)  # fmt: skip
+
+
+def corpus_seconds(s: Sizes, n_texts: int) -> float:
+    """Estimated server time of a Corpus run over ``n_texts`` texts of about the page text's length."""
+    return SECONDS_BASE + (seconds("Corpus", s) - SECONDS_BASE) * n_texts / CORPUS_TEXTS
+
+
 ESTIMATES: dict[str, Callable[[Sizes], Cost]] = {
     "Lesson": _one_layer,
     "Heads": _one_layer,
@@ -286,6 +305,7 @@ ESTIMATES: dict[str, Callable[[Sizes], Cost]] = {
     "Overview": _every_layer_rows,
     "Next token": _next_token,
     "Induction": _induction,
+    "Corpus": _corpus,
 }  # one entry per dashboard view (tests/test_budget_views.py checks ui.VIEW_FUNCS against it)
 
 

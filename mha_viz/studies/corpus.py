@@ -30,7 +30,9 @@ from mha_viz.config import Config
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
-    from mha_viz.pipeline.road import Recording, Tokens
+    from mha_viz.pipeline.road import LoadedModel, Recording, Tokens
+
+Observer = Callable[[int, "Tokens", np.ndarray], None]  # (input's index in its batch, tokens, [L, H, q, k] patterns)
 
 FORMATS = (".txt", ".jsonl", ".csv", ".parquet")
 SKIP_REASONS = ("empty", "malformed", "over the model's limit")
@@ -232,16 +234,17 @@ class Scorer:
     cut back to its own tokens, so it gets the scores it gets alone up to float32 rounding (measured: MiniLM 9e-7,
     SmolLM2 4e-6). False: one text per pass, exactly as `mha-viz roles` records it. ``side``: the padding side
     (None: the tokenizer's). ``placement``: a model spread over devices (models/placement.py; "" loads it whole).
+    ``lm``: a model loaded already (the dashboard's shared one), used instead of loading ``model`` again.
     """
 
     def __init__(
         self, model: str, part: str | None, device: str, batched: bool = True, side: str | None = None,
-        placement: str = "",
+        placement: str = "", lm: LoadedModel | None = None,
     ) -> None:  # fmt: skip
         from mha_viz.pipeline.road import load
 
         self.config = Config(model=model, device=device, placement=placement)
-        self.lm = load(self.config)
+        self.lm = lm if lm is not None else load(self.config)
         self.part = self.lm.part(part)
         if self.part == "cross":
             raise MhaVizError("head roles compare a token with its neighbours; choose --part encoder or decoder")
@@ -261,8 +264,9 @@ class Scorer:
         give_back_memory()
         return sums
 
-    def tables(self, batch: list[Item]) -> list[str | tuple[list[dict], int]]:
-        """Per input: why it is skipped (one of SKIP_REASONS), or its roles table and its number of tokens."""
+    def tables(self, batch: list[Item], observe: Observer | None = None) -> list[str | tuple[list[dict], int]]:
+        """Per input: why it is skipped (one of SKIP_REASONS), or its roles table and its number of tokens.
+        ``observe`` also sees each scored input's tokens and patterns (the dashboard's per-text extras)."""
         from mha_viz.pipeline.batch import groups, record_batch
         from mha_viz.pipeline.road import encode, record
 
@@ -285,16 +289,19 @@ class Scorer:
             else:  # one text: recorded alone, as `mha-viz roles` records it
                 recs = [record(self.lm, batch[chosen[0]].text, None)]
             for i, rec in zip(chosen, recs, strict=True):
-                out[i] = self._table(rec)
+                out[i] = self._table(rec, i, observe)
         return out
 
-    def _table(self, rec: Recording) -> str | tuple[list[dict], int]:
+    def _table(self, rec: Recording, i: int = 0, observe: Observer | None = None) -> str | tuple[list[dict], int]:
         from mha_viz.studies.sweeps import all_patterns, roles_table
 
         if rec.tokens.cut:  # a text the model cannot take whole is not scored in part
             return "over the model's limit"
         tokens = rec.query_tokens(self.part)
-        return roles_table(tokens, all_patterns(self.lm, rec, self.part, self.config)), len(tokens.ids)
+        patterns = all_patterns(self.lm, rec, self.part, self.config)  # [L, H, q, k]
+        if observe is not None:
+            observe(i, tokens, patterns)
+        return roles_table(tokens, patterns), len(tokens.ids)
 
 
 def give_back_memory() -> None:

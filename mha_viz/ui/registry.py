@@ -46,6 +46,7 @@ REGISTRY: tuple[View, ...] = (
     View("Where does it look?", "Look", "where", "where_view", PRETRAINED),
     View("Two sentences", "Look", "two_sentences", "two_view"),  # its needs depend on the model's parts: checked there
     View("Head roles", "Explain", "roles", "roles_view", SELF),
+    View("Corpus", "Explain", "corpus", "corpus_view", SELF),
     View("Induction", "Explain", "induction", "induction_view"),  # a decoder: checked there, naming the model's kind
     View("Circuits", "Explain", "circuits", "circuits_view", SELF),
     View("Next token", "Explain", "next_token", "next_token_view"),  # a causal LM with its head: checked there

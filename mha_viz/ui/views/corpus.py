@@ -1,0 +1,191 @@
+"""The Corpus tab (issue 26 §2): every head's role scores over many texts — the mean of a chosen score, its spread
+across texts and how stable the head's label is — as layer × head maps (a click opens the head on one of its most
+typical texts), and Clark et al. 2019's Figure 2 for the page's model: attention to [CLS], [SEP] and punctuation by
+layer."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.analysis.corpus_stats import CLARK_PAPER, STATS_COLUMNS, StatsTable
+from mha_viz.analysis.roles import SCORE_KEYS
+from mha_viz.config import MAX_TEXT_CHARS
+from mha_viz.figures import clark_lines, corpus_map
+from mha_viz.pipeline import budget
+from mha_viz.studies.corpus_run import CorpusRun
+from mha_viz.ui.common import csv_bytes, downloads, plot
+from mha_viz.ui.context import Ctx, clicked_points, open_head, set_linked
+from mha_viz.ui.corpus_source import Texts, choose_corpus, get_run, has_run
+from mha_viz.ui.links import check_choice
+from mha_viz.ui.request import sizes
+
+AUTO_CELLS = 16 * 72  # texts × heads that score by themselves (MiniLM: 16 texts, a few seconds); more on a button
+MAPS = ("corpus_mean", "corpus_std", "corpus_label")
+
+
+def _open(key: str, texts: tuple[str, ...], n_layers: int, n_heads: int) -> None:
+    """A map click: open the head in Heads on its most typical text (a stats file has none: the page's text)."""
+    for _, custom in clicked_points(key):  # customdata (layer, head, value, typical text or -1)
+        if len(custom) < 4:
+            continue
+        layer, head, index = int(custom[0]), int(custom[1]), int(custom[3])
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            return  # a stats file of another model's shape: nothing to open
+        if 0 <= index < len(texts) and len(texts[index]) <= MAX_TEXT_CHARS:
+            set_linked(text=texts[index])
+        open_head(layer, head)
+        return
+
+
+def _started(key: str, n: int) -> bool:
+    """A long run starts on a click and keeps going across reruns until it is done or cancelled."""
+    if st.session_state.get(key):
+        return True
+    if st.button(f"Score {n:,} texts", key=f"{key}_start", type="primary"):
+        st.session_state[key] = True
+        return True
+    return False
+
+
+def _run(ctx: Ctx, texts: Texts) -> CorpusRun | None:
+    config, part = ctx.config, ctx.part
+    if has_run(config, texts, part):
+        return get_run(config, texts, part)
+    n = len(texts.texts)
+    need, limit = budget.corpus_seconds(sizes("Corpus", ctx), n), budget.max_request_s()
+    if limit is not None and need > limit:
+        st.error(f"Scoring {n:,} texts on {ctx.base.model_name} would take about {need:,.0f} s; the limit per "
+                 f"request on this server is {limit:,.0f} s. Use fewer texts (Texts used) or a smaller "
+                 "model.")  # fmt: skip
+        return None
+    key = f"corpus_go_{texts.digest}_{n}_{config.model_name}"
+    slot = st.empty()  # the button, progress bar and Cancel: gone once the run is done
+    with slot.container():
+        if n * ctx.base.n_layers * ctx.base.n_heads > AUTO_CELLS and not _started(key, n):
+            st.caption(f"{n:,} texts × {ctx.base.n_layers * ctx.base.n_heads} heads: about {need:,.0f} s here. "
+                       "Press the button to start (it shows its progress and can be cancelled), or use fewer "
+                       "texts.")  # fmt: skip
+            return None
+        bar = st.progress(0.0, text=f"Scoring {n:,} texts…")
+        if st.session_state.get(key):
+            st.button("Cancel", key=f"{key}_cancel", on_click=lambda: st.session_state.pop(key, None),
+                      help="Stops the run; nothing is kept.")  # fmt: skip
+        run = get_run(config, texts, part, lambda f, what: bar.progress(min(max(f, 0.0), 1.0), text=what))
+    slot.empty()
+    st.session_state.pop(key, None)
+    return run
+
+
+def corpus_view(ctx: Ctx) -> None:
+    st.markdown(
+        "**One sentence can mislead**: a head that looks “previous token” on one text may be broad on the next. "
+        "Here every head is scored on every text of a corpus exactly as in *Head roles* (the same scores and "
+        "labels; `mha-viz corpus` on the command line), and the maps show each score's **mean** over the texts, "
+        "its **spread** (standard deviation across texts) and **label stability** (the share of texts on which "
+        "the head gets its most frequent label). Click a cell to open that head in *Heads* on its most typical "
+        "text (the one whose score is closest to the head's mean)."
+    )
+    source = choose_corpus()
+    if source is None:
+        return
+    run = _run(ctx, source) if isinstance(source, Texts) else None
+    if isinstance(source, Texts) and run is None:
+        return
+    table = run.table() if run is not None else source
+    assert isinstance(table, StatsTable)
+    _caption(ctx, run, source)
+    _maps(ctx, table, run)
+    if run is not None:
+        _clark(ctx, run)
+    rows = [
+        [la, h, int(table.texts[la, h]), *(f"{v:.10g}" for k in SCORE_KEYS for v in (
+            table.means[k][la, h], table.stds[k][la, h])), table.labels[la, h], f"{table.shares[la, h]:.10g}"]
+        for la in range(table.shape[0]) for h in range(table.shape[1])
+    ]  # fmt: skip
+    downloads("corpus", csv_data=csv_bytes(STATS_COLUMNS, rows))
+
+
+def _caption(ctx: Ctx, run: CorpusRun | None, source: object) -> None:
+    if run is None:
+        st.caption("From the stats file: its model is not recorded in the file; a click opens the head in the "
+                   f"sidebar's model ({ctx.base.model_name}) on the page's text.")  # fmt: skip
+        return
+    skipped = ", ".join(f"{n} {why}" for why, n in run.sums.skipped.items() if n)
+    st.caption(
+        f"{len(run.texts):,} texts of {source.name} scored on {ctx.base.model_name} ({run.sums.tokens:,} tokens)"
+        + (f"; skipped: {skipped}" if skipped else "") + ". Weights as the model computes them (the sidebar's "
+        "what-ifs and hidden tokens do not apply here)."
+    )  # fmt: skip
+
+
+def _maps(ctx: Ctx, table: StatsTable, run: CorpusRun | None) -> None:
+    check_choice("corpus_score", list(SCORE_KEYS), "prev")
+    score = st.selectbox("Score", SCORE_KEYS, index=0, key="corpus_score", bind="query-params",
+                         help="See Head roles for each score's definition.")  # fmt: skip
+    n_layers, n_heads = table.shape
+    typical = run.typical(score) if run is not None else np.full((n_layers, n_heads), -1)  # [L, H]
+    texts = run.texts if run is not None else ()
+    top = None if score == "entropy" else 1.0
+    maps = (
+        (table.means[score], f"Mean {score} over the texts", f"mean {score}", None, top),
+        (table.stds[score], f"Spread of {score} across texts (std)", f"std {score}", None, None),
+        (table.shares, "Label stability: share of texts with the head's label", "label share", table.labels, 1.0),
+    )
+    rows = st.columns(2), st.columns(2)
+    for i, (values, title, name, labels, zmax) in enumerate(maps):
+        with rows[i // 2][i % 2]:
+            fig = corpus_map(values, title, name, typical, labels, zmax)
+            on = lambda key=MAPS[i]: _open(key, texts, ctx.base.n_layers, ctx.base.n_heads)
+            plot(fig, MAPS[i], ctx.c.image_format, on_select=on)
+    with rows[1][1]:
+        _label_key(table)
+    if run is not None:
+        flat = np.argsort(-np.nan_to_num(table.means[score]).ravel())[:3]
+        lines = [f"L{i // n_heads} H{i % n_heads} ({table.means[score].ravel()[i]:.3f}): "
+                 f"“{_short(texts[typical.ravel()[i]])}”" for i in flat]  # fmt: skip
+        st.caption(f"Highest mean {score}, with each head's most typical text: " + " · ".join(lines))
+
+
+def _label_key(table: StatsTable) -> None:
+    """Beside the stability map: how many heads have each label, and how stable those heads are on average."""
+    counts: dict[str, list[float]] = {}
+    for label, share in zip(table.labels.ravel(), table.shares.ravel(), strict=True):
+        counts.setdefault(str(label), []).append(float(share))
+    st.markdown("**Each head's most frequent label** (heads; their mean share of texts):")
+    lines = [f"{label or '(none)'}: {len(v)} ({np.nanmean(v):.0%})" for label, v in
+             sorted(counts.items(), key=lambda kv: -len(kv[1]))]  # fmt: skip
+    st.text("\n".join(lines))
+    stable = int(np.sum(table.shares >= 0.9))
+    st.caption(f"{stable} of {table.shares.size} heads keep their label on at least 90 % of the texts. Hover a "
+               "cell for its label.")  # fmt: skip
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _clark(ctx: Ctx, run: CorpusRun) -> None:
+    by_layer = run.clark_by_layer()  # [3, L]
+    sep = run.sep_name or "[SEP]"
+    series = {f"{run.cls_name}": by_layer[0], sep: by_layer[1], "punctuation": by_layer[2]}
+    targets = f"{run.cls_name}, {sep} and" if run.sep_name else f"the {run.cls_name} and"
+    left, right = st.columns([3, 2])
+    with left:
+        title = f"{ctx.base.model_name}: attention to {targets} punctuation by layer"
+        plot(clark_lines(series, title), "corpus_clark", ctx.c.image_format)
+    with right:
+        st.markdown("**Clark et al. 2019, Figure 2, for this model.** Each point: the weight every query token "
+                    "puts on the target, averaged over the query tokens, the layer's heads and the texts.")  # fmt: skip
+        if run.sep_name is None:
+            st.caption(f"{ctx.base.model_name} adds no [CLS] or [SEP]: its first token stands in for [CLS] (most "
+                       "heads park attention there, the sink), and there is no [SEP] line.")  # fmt: skip
+        elif run.cls_name != "[CLS]" or run.sep_name != "[SEP]":
+            st.caption(f"{run.cls_name} (the first special token) stands in for [CLS], {run.sep_name} (the last) "
+                       "for [SEP].")  # fmt: skip
+        st.caption("Punctuation: tokens made of punctuation only (the paper counts periods and commas).")
+        st.markdown(f"**The paper** (for comparison): {CLARK_PAPER}")
+    header = ["layer", *(f"to_{k}" for k in ("cls", "sep", "punct"))]
+    body = [[la, *(f"{by_layer[j, la]:.6g}" for j in range(3))] for la in range(by_layer.shape[1])]
+    right.download_button("Download Figure 2 data (.csv)", csv_bytes(header, body), key="dl-csv-corpus-clark",
+                          file_name="mha-viz-corpus-clark.csv", mime="text/csv", on_click="ignore")  # fmt: skip
