@@ -140,7 +140,7 @@ def attend(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    W_O: torch.Tensor,
+    W_O: torch.Tensor | None,
     b_O: torch.Tensor | None = None,
     *,
     scale: float,
@@ -152,10 +152,9 @@ def attend(
     """Steps 2-7 from q, k, v as the model uses them: pattern, z = pattern · V, concat, output.
 
     Shapes: q, k [h | n_kv_heads, pos, dh]; v [n_kv_heads, k_pos, dv] (dv = dh except in latent attention);
-    W_O [h, dv, d_model]; b_O [d_model]; bias [h | 1, q_pos, k_pos]; allowed [q_pos, k_pos] or [h | 1, q_pos,
-    k_pos] bool. Returns scores, pattern [h, q_pos, k_pos], z [h, q_pos, dv], concat [q_pos, h*dv],
-    output [q_pos, d_model],
-    dead_rows [q_pos].
+    W_O [h, dv, d_model] (None: no output, the caller's); b_O [d_model]; bias [h | 1, q_pos, k_pos]; allowed
+    [q_pos, k_pos] or [h | 1, q_pos, k_pos] bool. Returns scores, pattern [h, q_pos, k_pos], z [h, q_pos, dv],
+    concat [q_pos, h*dv], output [q_pos, d_model] (unless W_O is None), dead_rows [q_pos].
     """
     h, n = q.shape[:2]
     dv = v.shape[-1]  # the value head size: d_head, or a latent-attention model's own d_v (≠ q/k's)
@@ -165,9 +164,11 @@ def attend(
     v_h = v if v.shape[0] == h else v.repeat_interleave(h // v.shape[0], dim=0)  # [h, k_pos, dv]
     z = torch.bmm(pattern, v_h)  # [h, q_pos, dv]
     concat = z.transpose(0, 1).reshape(n, h * dv)  # [q_pos, h*dv]
+    dead_rows = dead.reshape(-1, dead.shape[-1]).any(dim=0).expand(n)  # [q_pos] (a mask may be one row: [1])
+    if W_O is None:  # the caller computes the output (W^O chosen per token: a mixture of attention heads)
+        return {"scores": scores, "pattern": pattern, "z": z, "concat": concat, "dead_rows": dead_rows}
     w_o = W_O.reshape(h * dv, W_O.shape[-1]).to(concat.dtype)  # [h*dv, d_model]
     output = concat @ w_o if b_O is None else torch.addmm(b_O.to(concat.dtype), concat, w_o)  # [q_pos, d_model]
-    dead_rows = dead.reshape(-1, dead.shape[-1]).any(dim=0).expand(n)  # [q_pos] (a mask may be one row: [1])
     return {"scores": scores, "pattern": pattern, "z": z, "concat": concat, "output": output, "dead_rows": dead_rows}
 
 

@@ -212,6 +212,38 @@ class Differential:
 
 
 @dataclass(frozen=True, eq=False)
+class Routing:
+    """A mixture of attention heads (JetMoE's MoA): a router picks k of n_experts experts per token; each expert has its
+    own query projection and W^O over the n_kv_heads shared K/V heads. The attention call's head j·n_kv + g is token
+    m's j-th chosen expert's head g; W^O is chosen per token: head_out[j·n_kv + g, m] = gates[m, j] · z[j·n_kv + g, m]
+    · W_E[experts[m, j], g]. Shapes: experts [q_pos, k] long (best first); gates [q_pos, k] (softmax over the chosen
+    experts' router logits); W_E [n_experts, n_kv_heads, d_head, d_model] (every expert's W^O, per head)."""
+
+    experts: torch.Tensor
+    gates: torch.Tensor
+    W_E: torch.Tensor
+
+    def usage(self) -> torch.Tensor:
+        """Each token's gate per expert (0: not chosen; each row has k chosen). Shapes: [q_pos, n_experts]."""
+        n, e = int(self.experts.shape[0]), int(self.W_E.shape[0])
+        return torch.zeros(n, e, dtype=self.gates.dtype).scatter(1, self.experts, self.gates)
+
+    def head_out(self, z: torch.Tensor) -> torch.Tensor:
+        """Each head's contribution after its token's W^O, gate included, an expert at a time (as the model groups
+        tokens). Shapes: z [k·n_kv, q_pos, d_head] -> [k·n_kv, q_pos, d_model]."""
+        kv = int(self.W_E.shape[1])
+        out = z.new_zeros(z.shape[0], z.shape[1], self.W_E.shape[-1])  # [h, q_pos, d_model]
+        for j in range(self.experts.shape[1]):
+            for e in self.experts[:, j].unique().tolist():
+                m = self.experts[:, j] == e  # [q_pos]: the tokens whose j-th choice is expert e
+                gate = self.gates[m, j].to(z)[None, :, None]  # [1, m, 1]
+                m = m.to(z.device)
+                w = self.W_E[e].to(z)  # [kv, d_head, d_model]
+                out[j * kv : (j + 1) * kv, m] = torch.bmm(z[j * kv : (j + 1) * kv][:, m], w) * gate
+        return out
+
+
+@dataclass(frozen=True, eq=False)
 class AttentionTrace:
     """Every intermediate of one multi-head attention forward pass, detached, on the CPU.
 
@@ -249,6 +281,8 @@ class AttentionTrace:
     # concatenated heads first (Qwen3-Next's output gate, BitNet's norm); None: concat itself
     latent: Latent | None = None  # latent attention (MLA): the cached latent the keys and values come from
     differential: Differential | None = None  # differential attention (DiffLlama): λ and the second half of V
+    routing: Routing | None = None  # a mixture of attention heads (JetMoE): W^O chosen per token; W_O then holds
+    # every expert's W^O as [n_experts · n_kv_heads, d_head, d_model], and head_out follows the routing
 
     @property
     def sink_share(self) -> torch.Tensor | None:
@@ -271,6 +305,8 @@ class AttentionTrace:
         """Each head's contribution after W^O: z[h] @ W_O[h] (or its slice of W^O's input, where the model gates or
         normalises the heads first). Shapes: [n_heads, pos, d_model]."""
         with torch.no_grad():
+            if self.routing is not None:
+                return self.routing.head_out(self.z)
             z = self.z if self.wo_input is None else self.wo_input.view(self.n_tokens, self.n_heads, -1).transpose(0, 1)
             return torch.bmm(z, self.W_O.to(z.dtype))  # [h, pos, d_model]
 

@@ -232,8 +232,8 @@ def reference(model: torch.nn.Module, lm, kwargs: dict) -> tuple[dict, dict]:
     handles = []
     for name in dict.fromkeys(site.wo for site in lm.sites):
 
-        def hook(_m, _a, out, name=name):
-            outputs.setdefault(name, []).append(out.detach())
+        def hook(_m, _a, out, name=name):  # (a routed layer's W^O is its attention module: (output, weights, ...))
+            outputs.setdefault(name, []).append((out[0] if isinstance(out, tuple) else out).detach())
 
         handles.append(model.get_submodule(name).register_forward_hook(hook))
     try:

@@ -109,7 +109,7 @@ def test_lesson_window_draws_the_opened_heads_exact_weights(minilm: LoadedModel)
     open_all(at)  # the steps are lazy: open them all
     assert at.selectbox(key="lesson_rows").value == 128
     want = layer_trace(minilm, record(minilm, text), None, 1, Config()).pattern[3].numpy()  # [512, 512]
-    found = [hm for s in specs(at) for hm in heatmaps(s) if str(hm.get("meta", "")).startswith("weights = softmax")]
+    found = [hm for s in specs(at) for hm in heatmaps(s) if str(hm.get("meta", "")).startswith("softmax, row by row")]
     assert len(found) == 1
     z = array(found[0]["z"])
     assert z.shape == (128, 512)  # a window of 128 query rows, every key

@@ -280,6 +280,11 @@ def build_steps(
             " Differential attention: heads come in pairs, and the pair's two softmax maps are subtracted (the "
             "second weighted by a learned λ) before the values are read, which cancels attention both maps share."
         )
+    if t.routing is not None:
+        text7 += (
+            " Mixture of attention heads: a router picks each token's experts, and each token's heads go through the "
+            "output projections (W^O) of the experts it was routed to, weighted by the router's gates."
+        )
     if t.wo_input is not None:
         text7 += " This model gates or normalises the heads' outputs before W^O: W^O reads that, shown too."
     steps.append(

@@ -34,6 +34,11 @@ def value_norms(trace: AttentionTrace) -> np.ndarray:
 
 def contributions(trace: AttentionTrace) -> np.ndarray:
     """c_ij^h = α_ij ‖v_j W_O^h‖ (raw norms). Shapes: returns [h, n_q, n_k] float64."""
+    if trace.routing is not None:
+        raise MhaVizError(
+            "This layer's W^O is chosen per token (a mixture of attention heads), so what key j sends through a head "
+            "is not α_ij · v_j W_O^h with one W_O^h: turn the contribution switch off for the weights."
+        )
     if trace.wo_input is not None:
         raise MhaVizError(
             "This layer gates or normalises the heads before W^O (per query), so what key j sends through a head "

@@ -80,6 +80,9 @@ def head_steps(
             Step(2, f"{proj('K', g)}, before rotation{shared}", t.k_pre[g].numpy(), False, "K", True, ks, True),
         ]
     used = " rotated (rotary positions)" if t.q_pre is not None else " as used"
+    if t.routing is not None:  # a mixture of attention heads: each token's query from its own chosen expert
+        j, kv = divmod(i, int(t.routing.W_E.shape[1]))
+        used = f" as used (each token's choice {j + 1}'s expert, its query head {kv})"
     k_title, v_title = (proj("K", g) if plain else f"K_{g}{used}"), (proj("V", g) if plain else f"V_{g} as used")
     if t.latent is not None:  # latent attention: K (no-rope part) and V come from the cached latent c_KV
         steps += latent_steps(t, g)
@@ -101,7 +104,9 @@ def head_steps(
     masked = "causal: future keys → −∞, shown grey" if t.causal else "masked keys → −∞, shown grey"
     read = "concat" if t.wo_input is None else "W^O's input"
     cat = f"[{n} × {t.concat.shape[-1]}]"  # h · d_v (latent attention: d_v ≠ d_k)
-    out = f"output = {read} · W^O" + (" + b_O" if t.b_O is not None else "")
+    if t.routing is not None:  # each token's heads through its chosen experts' W^O, weighted by the gates
+        read = "Σ over each token's chosen experts: gate · (its heads · that expert's W^O)"
+    out = f"output = {read}" + (" · W^O" if t.routing is None else "") + (" + b_O" if t.b_O is not None else "")
     steps += [
         Step(5, f"mask ({masked})", t.scores[i].numpy(), True, "scores", True, sq),
         Step(6, "softmax, row by row (each row sums to 1)", t.pattern[i].numpy(), True, "weight", False, sq),
@@ -111,6 +116,8 @@ def head_steps(
     ]
     if t.differential is not None:  # differential attention: the pair's second map and their difference
         steps[-1:-1] = differential_steps(t, i)
+    if t.routing is not None:  # W^O chosen per token: the router's choice and this head through it
+        steps[-1:-1] = routing_steps(t, i)
     if t.wo_input is not None:  # the model gates or normalises the heads first: what W^O actually reads
         gate = Step(7, "the model's gate / norm on the heads (what W^O reads)", t.wo_input.numpy(), False,
                     "W^O input", True, f"[{n} × {t.wo_input.shape[-1]}]")  # fmt: skip
@@ -157,6 +164,25 @@ def differential_steps(t: AttentionTrace, i: int) -> list[Step]:
              True, "weight", True, sq),
         Step(7, f"pair {j} = (1 − λ_init) · RMSNorm(differential map · [V1|V2]) (λ_init = {d.lam_init:.4g})", out,
              False, "pair", True, f"[{n} × {out.shape[-1]}]"),
+    ]  # fmt: skip
+
+
+def routing_steps(t: AttentionTrace, i: int) -> list[Step]:
+    """A mixture of attention heads' (JetMoE) step-7 matrices for head ``i``: which experts each token's heads went
+    through, with their gates (the router's own choice), and head i through its token's expert's W^O, gated (each
+    token's heads go through the output projections of the experts it was routed to, weighted by the gates)."""
+    r = t.routing
+    if r is None:
+        return []
+    (n, k), (e, kv) = r.experts.shape, r.W_E.shape[:2]
+    j, g = divmod(i, kv)
+    names = tuple(f"expert {x}" for x in range(e))
+    d = int(t.output.shape[1])
+    return [
+        Step(7, f"the router's choice: each token's gate per expert ({k} of {e} used; 0 = not used; an expert is "
+             f"{kv} heads)", r.usage().numpy(), False, "gate", False, f"[{n} × {e}]", col_labels=names),
+        Step(7, f"head_{i} · W^O of each token's choice {j + 1} (that expert's head {g}), × its gate",
+             t.head_out[i].numpy(), False, "head out", True, f"[{n} × {d}]"),
     ]  # fmt: skip
 
 

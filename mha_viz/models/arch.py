@@ -19,6 +19,7 @@ import torch
 from mha_viz.models import offload
 from mha_viz.models.capture import Call, Recorder, recording
 from mha_viz.models.latent import find_latent
+from mha_viz.models.moa import find_moa
 from mha_viz.trace import AttentionWeights, MhaVizError
 
 _CROSS_NAMES = ("encoder_attn", "encdecattention", "crossattention", "cross_attn", "cross_attention")
@@ -42,6 +43,8 @@ class Site:
     # hybrids whose attention layers sit between other kinds of layers); -1 when the model does not say
     latent: tuple[str, str, int] = ("", "", 0)  # latent attention (MLA): (W_UKV, the down-projection, d_rope);
     # ("", "", 0) elsewhere (models/latent.py)
+    moa: str = ""  # a mixture of attention heads (JetMoE): the module that routes each token's heads (its router
+    # and experts' W^O; models/moa.py); W^O is then ``name`` itself, whose output is the layer's. "" elsewhere
 
 
 def is_linear(module: torch.nn.Module) -> bool:
@@ -135,20 +138,23 @@ def discover(model: torch.nn.Module, inputs: dict, encoder_decoder: bool) -> tup
         wo = next((n for n, i, _ in seen if _same(i, call.wo_in)), None)
         later = [item for item in seen if after.get(item[0], 0) > index]  # ran after this call: may read its heads
         pre_wo = wo is None and (wo := _transformed_wo(name, call, later)) is not None
+        mods = {n: modules[i] for i, n in names.items() if n.startswith(name + ".") and i in modules}
+        moa = find_moa(name, call, mods) if wo is None else ""
+        if moa:  # W^O chosen per token (a mixture of attention heads): the module's own output is the layer's
+            wo = name
         if wo is None:
             raise MhaVizError(
-                f"no output projection (W^O) of {name}: no one linear map reads its heads after attention (W^O "
-                "per token: a mixture of attention heads; or in groups); this model is not supported"
+                f"no output projection (W^O) of {name}: no one linear map reads its heads after attention, and no "
+                "router picks one per token (W^O in groups of heads?); this model is not supported"
             )
         layer = counts.get(part, 0)
         counts[part] = layer + 1
         plain = _plain_qkv(call, seen) if part != "cross" else ()
         rotary = () if plain else _pre_rotary(call, seen)
         v = "" if plain or part == "cross" else _plain_v(call, seen)
-        mods = {n: modules[i] for i, n in names.items() if n.startswith(name + ".") and i in modules}
         latent = find_latent(name, call, seen, mods) if not plain else ("", "", 0)
         sites.append(Site(name, part, layer, wo, plain, causal, rotary, v, pre_wo,
-                          _model_layer(modules.get(call.module_id)), latent))  # fmt: skip
+                          _model_layer(modules.get(call.module_id)), latent, moa))  # fmt: skip
     return tuple(sites)
 
 

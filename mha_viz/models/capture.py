@@ -71,6 +71,8 @@ class Call:
     k_rope_pre: torch.Tensor | None = None  # [b, k_pos, d_rope]: latent attention's rotary key part before rotation
     v2: torch.Tensor | None = None  # [b, n_kv_heads, k_pos, d_head]: the values of a second call with the same q and
     # k (differential attention: DiffLlama calls its attention on each half of V)
+    experts: torch.Tensor | None = None  # [b·q_pos, k] long: a mixture of attention heads' chosen experts (moa.py)
+    gates: torch.Tensor | None = None  # [b·q_pos, k]: their gates
 
 
 @dataclass(eq=False)
@@ -122,6 +124,11 @@ class Recorder:
 
 class StopForward(Exception):
     """Raised by the W^O hook to end a pass after the one recorded layer (Recorder.stop)."""
+
+
+def active() -> Recorder | None:
+    """The Recorder active in this context (thread), or None."""
+    return _ACTIVE.get()
 
 
 @contextmanager
@@ -287,6 +294,8 @@ def _record(
     call.k_pre = rec.pending_pre.pop((id(module), "k"), None)
     call.c_kv = rec.pending_pre.pop((id(module), "c_kv"), None)
     call.k_rope_pre = rec.pending_pre.pop((id(module), "k_rope"), None)
+    call.experts = rec.pending_pre.pop((id(module), "experts"), None)
+    call.gates = rec.pending_pre.pop((id(module), "gates"), None)
     return call
 
 
@@ -397,6 +406,8 @@ def output_hook(attn_module: torch.nn.Module, reads_transformed: bool = False) -
         if not rec.extras:
             return
         call = rec.last.get(id(attn_module))
+        if isinstance(output, tuple) and output:  # W^O is the attention module itself (a mixture of attention heads)
+            output = output[0]
         if call is not None and call.wo_out is None and isinstance(output, torch.Tensor):
             call.wo_out = _cpu(output)
             if rec.stop and (call.part, call.layer) == rec.only:

@@ -20,6 +20,7 @@ from mha_viz.config import DEFAULT_MODEL, PART_NAMES, hosted
 from mha_viz.models import capture, offload
 from mha_viz.models.arch import Site, discover
 from mha_viz.models.catalog import refusal
+from mha_viz.models.moa import routing_hook
 from mha_viz.models.placement import Placement, split
 from mha_viz.models.sources import SUPPORTED_TEXT, reason, resolve
 from mha_viz.runtime.gcpause import gc_paused
@@ -234,6 +235,9 @@ def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | 
         model.get_submodule(site.wo).register_forward_hook(capture.output_hook(attn, site.pre_wo))
         for which, proj in zip("qk", site.pre_rotary, strict=False):
             model.get_submodule(proj).register_forward_hook(capture.projection_hook(attn, which))
+        if site.moa:  # a mixture of attention heads: the routing the model used, from its router
+            router = model.get_submodule(site.moa).router
+            router.register_forward_hook(routing_hook(attn, int(router.top_k)))
         up, down, d_rope = site.latent
         if up:  # latent attention: c_KV (W_UKV's input) and the rotary key part before rotation
             model.get_submodule(up).register_forward_hook(capture.latent_hook(attn, "c_kv"))

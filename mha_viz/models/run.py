@@ -123,7 +123,10 @@ def run_model(
 
 def output_projection(lm: LoadedModel, part: str, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The layer's W^O as [n_heads * d_head, d_model] (in -> out) and its bias [d_model], copied."""
-    return linear_in_out(lm.model.get_submodule(lm.site(part, layer).wo))
+    site = lm.site(part, layer)
+    if site.moa:
+        raise MhaVizError(f"{lm.name}'s W^O is chosen per token (a mixture of attention heads): it has no one W^O")
+    return linear_in_out(lm.model.get_submodule(site.wo))
 
 
 def token_embeddings(lm: LoadedModel, ids: tuple[int, ...], positions: bool = False) -> torch.Tensor:

@@ -25,12 +25,13 @@ from mha_viz.models.capture import Call
 from mha_viz.models.differential import differential_of
 from mha_viz.models.latent import latent_of
 from mha_viz.models.load import LoadedModel, load_model
+from mha_viz.models.moa import routing_of
 from mha_viz.models.run import ModelRun, output_projection, run_layer, run_model, token_embeddings, word_embeddings
 from mha_viz.models.sources import smollm2_dir, smollm2_ready  # noqa: F401 (the dashboard's way in)
 from mha_viz.models.tokens import Tokens, clean_text, cut_notice, decoder_tokens, tokenize, word_tokens  # noqa: F401
 from mha_viz.own import init_weights, load_weights, random_embeddings
 from mha_viz.pipeline import budget
-from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
+from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError, Routing
 
 MATCH_TOL = 1e-4  # a recomputed pattern further than this from the model's own weights is never shown
 SLIM_BYTES = 128 * 2**20  # a recording larger than this keeps only what the patterns need (Recording.slim)
@@ -171,7 +172,9 @@ def layer_trace(
         )  # fmt: skip
         return _tag(trace, part, kt.labels, None)
     dev, dt = resolve_device(config.device), resolve_dtype(config.dtype)
-    w_o, b_o = edited_wo(lm, call, part, layer, config)  # [h, dv, d], [d]
+    routing, w_o, b_o = routed(lm, call, part, layer, config)  # W^O chosen per token (JetMoE), else None
+    if routing is None:
+        w_o, b_o = edited_wo(lm, call, part, layer, config)  # [h, dv, d], [d]
     allowed = allowed_keys(call, part, config)  # [1|h, q, k]
     scale = call.scaling if config.scaled else 1.0
 
@@ -181,8 +184,10 @@ def layer_trace(
     with torch.no_grad():
         q, k, v = put(call.q[0]), put(call.k[0]), put(call.v[0])  # [h, q, dh], [kv, k, dh] x2
         bias = None if call.bias is None else put(call.bias[0])  # [h|1, q, k]
-        out = attend(q, k, v, put(w_o), put(b_o), scale=scale, softcap=call.softcap, bias=bias, allowed=put(allowed),
-                     sink=put(call.sink))  # fmt: skip
+        out = attend(q, k, v, None if routing else put(w_o), put(b_o), scale=scale, softcap=call.softcap, bias=bias,
+                     allowed=put(allowed), sink=put(call.sink))  # fmt: skip
+        if routing is not None:  # each token's heads through its chosen experts' W^O, weighted by the gates
+            out["output"] = routing.head_out(out["z"]).sum(0) + (0 if b_o is None else put(b_o))  # [q, d]
         wo_input = None if call.wo_read is None else put(call.wo_read[0])  # [q, h*dv]: gated or normed concat
         if wo_input is not None:  # W^O reads the model's transformed heads, not concat
             w_flat = put(w_o).reshape(-1, put(w_o).shape[-1])  # [h*dv, d]
@@ -203,6 +208,7 @@ def layer_trace(
         wo_input=None if wo_input is None else to_cpu(wo_input),
         latent=latent_of(lm.model, lm.site(part, layer).latent[0], call),  # MLA: the cached c_KV and k_rope
         differential=differential_of(lm.model.get_submodule(lm.site(part, layer).name), call),  # DiffLlama
+        routing=routing,  # JetMoE: the experts each token's heads went through, and their gates
         **{name: to_cpu(t) for name, t in out.items()},
     )  # fmt: skip
     if not torch.isfinite(trace.pattern).all() or not torch.isfinite(trace.output).all():
@@ -244,10 +250,29 @@ def wo_factors(config: Config) -> dict[int, float]:
     return factors
 
 
+def routed(
+    lm: LoadedModel, call: Call, part: str, layer: int, config: Config
+) -> tuple[Routing | None, torch.Tensor | None, torch.Tensor | None]:
+    """A mixture of attention heads' routing, every expert's W^O as heads and the layer's bias, else (None, None,
+    None). Shapes: returns W_O [n_experts * n_kv_heads, d_head, d], b_O [d]."""
+    moa = lm.site(part, layer).moa
+    if not moa:
+        return None, None, None
+    if config.wo != "learned" or wo_factors(config):
+        raise MhaVizError(_PER_TOKEN + "; the W^O what-ifs and head factors do not apply to it")
+    routing, b_o = routing_of(lm.model, moa, call)
+    return routing, routing.W_E.reshape(-1, *routing.W_E.shape[2:]), b_o
+
+
+_PER_TOKEN = "this layer's W^O is chosen per token (a mixture of attention heads: each token's experts)"
+
+
 def edited_wo(
     lm: LoadedModel, call: Call, part: str, layer: int, config: Config
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The layer's W^O per head after the W^O what-if and head factors. Shapes: returns [h, d_v, d], [d]."""
+    if lm.site(part, layer).moa:
+        raise MhaVizError(_PER_TOKEN + ", so no one W^O per head can be used here")
     w_in, b_o = output_projection(lm, part, layer)  # [h*dv, d], [d]
     h, dv = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
     return edit_wo(w_in.reshape(h, dv, -1), b_o, config.wo, config.wo_seed, wo_factors(config))

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from mha_viz.studies.sweeps import single_head_identity
-from mha_viz.trace import AttentionTrace, AttentionWeights
+from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ def loop_vs_batched(trace: AttentionTrace, weights: AttentionWeights | None, x: 
     (its scale, mask, W^O and b_O). With ``weights`` (plain layers) both start from X: the loop uses each
     head's own d_model × d_k matrices; the big form one d_model × h·d_k projection reshaped into heads.
     Without, both start from the recorded q, k, v. Shapes: x [n, d_model]; returns outputs [n, d_model]."""
+    if trace.routing is not None:
+        raise MhaVizError("this layer's W^O is chosen per token (a mixture of attention heads): no one big W^O")
     f64 = torch.float64
     allowed = torch.isfinite(trace.scores)  # [h, n, nk]: the mask as the layer used it
     h, n, dk = trace.q.shape

@@ -51,11 +51,11 @@ REGISTRY: tuple[View, ...] = (
     View("Circuits", "Explain", "circuits", "circuits_view", SELF),
     View("Next token", "Explain", "next_token", "next_token_view"),  # a causal LM with its head: checked there
     View("Rollout", "Explain", "rollout", "rollout_view", SELF),
-    View("Patching", "Explain", "patching", "patching_view", PRETRAINED),
     View("Head count", "What if", "head_count", "headcount_view"),
     View("W^O", "What if", "wo", "wo_view"),
     View("Ablation", "What if", "ablation", "ablation_view", PRETRAINED),
     View("Head importance", "What if", "importance", "importance_view", PRETRAINED),
+    View("Patching", "What if", "patching", "patching_view", PRETRAINED),  # what if one head had the other text's value
     View("Variants", "What if", "variants", "variants_view", PRETRAINED),
 )
 BY_NAME = {v.name: v for v in REGISTRY}

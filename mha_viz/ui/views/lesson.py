@@ -185,7 +185,6 @@ def window_rows(p: Panel, rows: slice) -> Panel:
 
 
 def _claims(ctx: Ctx, rows: slice | None = None) -> None:
-    b = ctx.base
     t = ctx.trace()
     st.markdown("#### Two claims of the articles, checked on this layer now")
     rows = rows or slice(0, len(t.tokens))
@@ -197,13 +196,10 @@ def _claims(ctx: Ctx, rows: slice | None = None) -> None:
                 "· W^O) against the fast form: one projection for all heads, reshaped into [heads × tokens × d_k], "
                 "one batched product."
             )
-            eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, b.plain)
-            if rows.stop - rows.start < len(t.tokens):  # the window's rows; the largest difference is over every row
-                eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + _all_rows(eq))
-            show_equivalence(
-                eq, t.tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a",
-                ctx.c.image_format,
-            )  # fmt: skip
+            if t.routing is not None:  # JetMoE: each token's experts' W^O, no one W^O for the big form
+                st.caption("This layer's W^O is chosen per token (a mixture of attention heads): no one big W^O.")
+            else:
+                _loop_vs_batched(ctx, t.tokens, rows)
     box = BOXES.box("(b) One head with W^O = I is plain self-attention", CLAIM_KEYS[1])
     if box.open:
         with box:
@@ -213,6 +209,15 @@ def _claims(ctx: Ctx, rows: slice | None = None) -> None:
             )
             hint = " The bundled MiniLM or own weights show it."
             show_identity_claim(ctx, t.tokens, "lesson_eq_b", st.info, hint, rows)
+
+
+def _loop_vs_batched(ctx: Ctx, tokens: tuple[str, ...], rows: slice) -> None:
+    eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, ctx.base.plain)
+    if rows.stop - rows.start < len(tokens):  # the window's rows; the largest difference is over every row
+        eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + _all_rows(eq))
+    show_equivalence(
+        eq, tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.c.image_format
+    )
 
 
 def _all_rows(eq: Equivalence) -> str:

@@ -69,12 +69,12 @@ def _intro(ctx: Ctx) -> str:
 
 def wo_view(ctx: Ctx) -> None:
     base = ctx.trace(x=False)
-    h = base.n_heads
     own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
     st.markdown(_intro(ctx))
     fig, note = cached_wo_figure(
         base.W_O.numpy(),
-        f"W^O of {ctx.where} ({own})   [{h * base.W_O.shape[1]} × {base.W_O.shape[2]}], one band per head",
+        f"W^O of {ctx.where} ({own})   [{base.W_O.shape[0] * base.W_O.shape[1]} × {base.W_O.shape[2]}], one band per "
+        + ("head" if base.routing is None else "head of each expert (each token uses those of its chosen experts)"),
     )
     plot(fig, "wo_matrix", ctx.c.image_format)
     if note:
@@ -103,7 +103,8 @@ def _what_if(ctx: Ctx) -> None:
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
     plot(fig, "wo_change", ctx.c.image_format)
-    norms = contribution_norms(t.z.numpy(), t.W_O.numpy())  # [h, n]
+    routed = t.routing is not None  # W^O chosen per token: each head through its token's expert, gated
+    norms = t.head_out.norm(dim=-1).numpy() if routed else contribution_norms(t.z.numpy(), t.W_O.numpy())  # [h, n]
     fig = cached_figure(
         "matrix_heatmap",
         norms,
@@ -117,7 +118,7 @@ def _what_if(ctx: Ctx) -> None:
         "wo",
         npz={
             "tokens": np.asarray(labels, dtype=str),
-            "W_O": base.W_O.numpy().reshape(h * base.W_O.shape[1], -1),
+            "W_O": base.W_O.numpy().reshape(base.W_O.shape[0] * base.W_O.shape[1], -1),  # (a routed layer: experts')
             "head_out_norm": norms.astype(np.float32),
             "output": t.output.numpy(),
             "original_output": base.output.numpy(),
