@@ -117,3 +117,16 @@ def test_focus_bars_colour_each_bar_by_its_weight_as_a_colour_string() -> None:
     for h, bar in enumerate(fig.data):
         assert list(bar.marker.color) == sample_colorscale(SEQUENTIAL, [float(v) for v in p[h, 2]])
         assert all(str(c).startswith("rgb(") for c in bar.marker.color)
+
+
+def test_long_step_titles_break_at_spaces_and_keep_their_shape_whole() -> None:
+    from mha_viz.figures.heatmap import matrix_heatmap, wrap_title
+
+    title = "2a. c_KV = norm(X · W_DKV): the latent every head's K and V come from (cached)   [22 × 16]"
+    lines = wrap_title(title, 40)
+    assert len(lines) > 1 and all(len(line) <= 40 for line in lines)
+    assert " ".join(lines) == title and lines[-1].endswith("[22 × 16]")  # nothing lost, the shape in one piece
+    assert wrap_title("Q_5 K_5ᵀ   [15 × 15]", 40) == ["Q_5 K_5ᵀ   [15 × 15]"]
+    fig = matrix_heatmap(np.zeros((3, 3)), title=title, title_chars=40)
+    assert fig.layout.title.text == "<br>".join(lines) and fig.layout.margin.t > 50  # room for every line
+    assert matrix_heatmap(np.zeros((3, 3)), title=title).layout.title.text == title  # not asked: one line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,6 +13,9 @@ from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _esc, _e
 
 MASK_COLOUR = "#bdbdbd"  # cells that are not numbers (masked scores, −∞): grey, and the hover says what they are
 _NOT_FINITE = (("−∞ (masked)", np.isneginf), ("+∞", np.isposinf), ("not a number", np.isnan))
+
+
+HALF_ROW_TITLE_CHARS = 54  # a title that fits a figure drawn two to a row (Step by step, Lesson) at 1280 px
 
 
 def matrix_heatmap(
@@ -26,6 +30,7 @@ def matrix_heatmap(
     zmin: float | None = None,
     zmax: float | None = None,
     width: int = 520,
+    title_chars: int | None = None,
 ) -> go.Figure:
     """One heatmap of any matrix (a head's pattern, Q_i, a difference...), with its title.
 
@@ -34,7 +39,8 @@ def matrix_heatmap(
     scores) shows as a grey cell whose hover says "−∞ (masked)", never "NaN". ``attention`` uses the
     "query → key" hover. Token labels: every one while they fit in about ``width`` pixels (the figure's
     expected width; its plot area is about 220 px less), else every k-th, and the axis title says so.
-    Shapes: z [rows, cols]; x [cols]; y [rows].
+    ``title_chars``: a title longer than this breaks into lines at spaces (never inside a shape "[n × m]"), for
+    figures drawn two to a row. Shapes: z [rows, cols]; x [cols]; y [rows].
     """
     raw = _f32(z)
     data = raw.copy()
@@ -75,14 +81,30 @@ def matrix_heatmap(
     if y is not None:
         ticks, k = category_ticks(yl, height - 150)
         yaxis |= _escaped_ticks(ticks) | _axis_title(k, "row")
+    lines = wrap_title(_esc(title), title_chars)
     layout = {
         "xaxis": xaxis,
         "yaxis": yaxis,
-        "title": {"text": _esc(title), "font": {"size": 14}},
-        "height": height,
-        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+        "title": {"text": "<br>".join(lines), "font": {"size": 14}},
+        "height": height + 18 * (len(lines) - 1),
+        "margin": {"l": 10, "r": 10, "t": 50 + 18 * (len(lines) - 1), "b": 10},
     }
     return go.Figure({"data": traces, "layout": layout})
+
+
+def wrap_title(title: str, chars: int | None) -> list[str]:
+    """``title`` in lines of at most ``chars`` characters, broken at single spaces outside brackets (a shape
+    "[15 × 15]" and the gap before it stay whole); one line when ``chars`` is None or the title fits."""
+    if chars is None or len(title) <= chars:
+        return [title]
+    glued = re.sub(r"\s+\[[^\]]*\]", lambda m: m.group(0).replace(" ", "\0"), title)  # "   [n × m]" unbreakable
+    lines: list[str] = []
+    for word in glued.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= chars:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return [line.replace("\0", " ") for line in lines]
 
 
 def _escaped_ticks(ticks: dict) -> dict:

@@ -20,11 +20,16 @@ MAX_COMPARISON_CELLS = 60_000  # per matrix of a comparison; larger ones are sho
 
 
 def scores_heatmap(
-    z: np.ndarray, x: Sequence[str], y: Sequence[str], title: str, height: int | None = None
+    z: np.ndarray,
+    x: Sequence[str],
+    y: Sequence[str],
+    title: str,
+    height: int | None = None,
+    title_chars: int | None = None,
 ) -> go.Figure:
     """Masked scores: −∞ cells are blank and their hover says "−∞ (masked)" (above MAX_TEXT_CELLS cells, they have
     no hover); never NaN. Shapes: z [n_q, n_k]."""
-    fig = matrix_heatmap(z, x, y, title, diverging=True, value_name="score", height=height)
+    fig = matrix_heatmap(z, x, y, title, diverging=True, value_name="score", height=height, title_chars=title_chars)
     data = np.asarray(z, dtype=np.float64)
     if data.size > MAX_TEXT_CELLS:  # long texts: masked cells have no hover at all (the title says blank = −∞)
         return fig.update_traces(hoverongaps=False)

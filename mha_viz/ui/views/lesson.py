@@ -9,6 +9,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from mha_viz.analysis.lesson import Panel, build_steps, default_head, focus_row, wo_origin
+from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.figures.lesson import mark_row
 from mha_viz.studies.claims import Equivalence, identity_blocker
 from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
@@ -139,7 +140,9 @@ def _lesson(ctx: Ctx) -> None:
 def lesson_figure(p: Panel, height: int = HEIGHT) -> dict:
     """A step panel's heatmap, finished and kept (a head, layer or text seen before is drawn again from the cache)."""
     if p.kind == "scores":
-        return cached_figure("scores_heatmap", p.matrix, p.col_labels, p.row_labels, p.title, height=height)
+        return cached_figure(
+            "scores_heatmap", p.matrix, p.col_labels, p.row_labels, p.title, height=height, title_chars=TITLE_CHARS
+        )
     return cached_figure(
         "matrix_heatmap",
         p.matrix,
@@ -150,6 +153,7 @@ def lesson_figure(p: Panel, height: int = HEIGHT) -> dict:
         value_name=p.value_name,
         attention=p.kind == "weights",
         height=height,
+        title_chars=TITLE_CHARS,
     )
 
 

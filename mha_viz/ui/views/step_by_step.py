@@ -9,6 +9,7 @@ from mha_viz.analysis.steps import Step, head_steps, latent_cache, numbered, var
 from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.common import plural
+from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.own_variants import VARIANT_NAMES, VariantSpec, run_variant
 from mha_viz.pipeline import road as pipeline
 from mha_viz.trace import AttentionTrace, MhaVizError
@@ -88,6 +89,7 @@ def _one_head(ctx: Ctx) -> None:
                 value_name=s.name,
                 attention=s.name == "weight",
                 height=380,
+                title_chars=TITLE_CHARS,
             )
             plot(fig, f"step_{j}", ctx.c.image_format)
     variant_section(ctx, t, i, rows, "step_variant")
