@@ -13,6 +13,7 @@ from mha_viz.analysis.steps import head_steps
 from mha_viz.config import Config
 from mha_viz.models.differential import differential_of
 from mha_viz.pipeline import road
+from zoo import eager_pass
 
 TEXT = "The animal was tired because it walked"
 CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -47,14 +48,7 @@ def _theirs(lm, layer: int, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     def hook(_m, args, out) -> None:
         got["in"], got["out"] = args[0][0].detach(), out[0].detach()
 
-    handle = o_proj.register_forward_hook(hook)
-    lm.model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            out = lm.model(input_ids=ids, output_attentions=True, use_cache=False)
-    finally:
-        lm.model.set_attn_implementation("mha_viz")
-        handle.remove()
+    out = eager_pass(lm, ids, [o_proj.register_forward_hook(hook)])
     return out.attentions[layer][0], got["in"], got["out"]
 
 

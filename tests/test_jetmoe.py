@@ -14,6 +14,7 @@ from mha_viz.config import Config
 from mha_viz.models.run import output_projection
 from mha_viz.pipeline import road
 from mha_viz.trace import MhaVizError
+from zoo import eager_pass
 
 TEXT = "The animal was tired because it walked"
 K, EXPERTS, KV = 2, 4, 2  # experts per token, experts, K/V heads: the call has K * KV = 4 heads
@@ -58,14 +59,7 @@ def _theirs(lm, layer: int, ids: torch.Tensor) -> dict[str, torch.Tensor]:
         got["logits"] = out.detach().float()
 
     handles = [attn.register_forward_hook(out_hook), attn.experts.router.layer.register_forward_hook(router_hook)]
-    lm.model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            out = lm.model(input_ids=ids, output_attentions=True, use_cache=False)
-    finally:
-        lm.model.set_attn_implementation("mha_viz")
-        for h in handles:
-            h.remove()
+    out = eager_pass(lm, ids, handles)
     got["attn"] = out.attentions[layer][0]
     return got
 

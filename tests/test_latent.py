@@ -15,6 +15,7 @@ from mha_viz.analysis.steps import head_steps, latent_cache
 from mha_viz.config import Config
 from mha_viz.models.latent import latent_of
 from mha_viz.pipeline import road
+from zoo import eager_pass
 
 TEXT = "The animal was tired because it walked"
 TYPES = ("deepseek_v2", "deepseek_v3", "minicpm3")
@@ -42,14 +43,7 @@ def _own_modules(lm, layer: int, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     handles = [attn.kv_a_layernorm.register_forward_hook(keep("c_kv")),
                attn.kv_a_proj_with_mqa.register_forward_hook(keep("down")),
                attn.o_proj.register_forward_hook(keep("wo"))]  # fmt: skip
-    lm.model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            out = lm.model(input_ids=ids, output_attentions=True, use_cache=False)
-    finally:
-        lm.model.set_attn_implementation("mha_viz")
-        for h in handles:
-            h.remove()
+    out = eager_pass(lm, ids, handles)
     got["attn"] = out.attentions[layer][0]
     return got
 

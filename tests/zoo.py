@@ -6,6 +6,8 @@ zoo builds in seconds; special token ids sit inside the small vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 VOCAB = 320
@@ -142,3 +144,16 @@ def build(model_type: str, seed: int = 0) -> torch.nn.Module:
         except ValueError:
             continue
     raise AssertionError(f"no auto class builds {model_type}")
+
+
+def eager_pass(lm: object, ids: torch.Tensor, handles: Sequence[object] = ()) -> object:
+    """The model's own eager forward with output_attentions (mha-viz's attention function set back afterwards), the
+    hook ``handles`` removed afterwards: what a test compares a recording against. Shapes: ids [1, n]."""
+    lm.model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            return lm.model(input_ids=ids, output_attentions=True, use_cache=False)
+    finally:
+        lm.model.set_attn_implementation("mha_viz")
+        for handle in handles:
+            handle.remove()
