@@ -62,6 +62,23 @@ def xavier_512() -> AttentionWeights:
     return init_weights(512, 8, seed=0)
 
 
+def tiny_causal_lm(tmp_path_factory, model_type: str, config: dict, edit=None):
+    """A tiny random causal LM of ``model_type`` saved with the tiny tokenizer (seed 0, eager attention), after
+    ``edit(model)`` under no_grad (weights set so a test's differences are visible); returns its folder."""
+    import transformers
+
+    folder = tmp_path_factory.mktemp(f"tiny-{model_type}")
+    torch.manual_seed(0)
+    cfg = transformers.AutoConfig.for_model(model_type, **config)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").float().eval()
+    if edit is not None:
+        with torch.no_grad():
+            edit(model)
+    model.save_pretrained(folder)
+    _tiny_tokenizer().save_pretrained(folder)
+    return folder
+
+
 def _tiny_tokenizer():
     """A byte-level BPE tokenizer trained on a few sentences (offline), usable with any tiny model."""
     import transformers as tf

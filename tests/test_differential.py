@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import _zoo_dir
+from conftest import _zoo_dir, tiny_causal_lm
 from mha_viz.analysis.differential import difference, pair_of, pair_outputs
 from mha_viz.analysis.steps import head_steps
 from mha_viz.config import Config
@@ -21,22 +21,14 @@ CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "
           "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
 
 
+def _lambda_away(model) -> None:  # λ well away from 0 (random init gives λ ≈ λ_init): the second map visibly counts
+    for attn in (layer.self_attn for layer in model.model.layers):
+        attn.lambda_q1.normal_(0, 0.5), attn.lambda_k1.normal_(0, 0.5)
+
+
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> tuple:
-    import transformers
-
-    from conftest import _tiny_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny-diffllama")
-    torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model("diffllama", **CONFIG)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").float().eval()
-    with torch.no_grad():  # λ well away from 0 (random init gives λ ≈ λ_init): the second map visibly counts
-        for attn in (layer.self_attn for layer in model.model.layers):
-            attn.lambda_q1.normal_(0, 0.5), attn.lambda_k1.normal_(0, 0.5)
-    model.save_pretrained(folder)
-    _tiny_tokenizer().save_pretrained(folder)
-    lm = road.load(Config(model=str(folder)))
+    lm = road.load(Config(model=str(tiny_causal_lm(tmp_path_factory, "diffllama", CONFIG, _lambda_away))))
     return lm, road.record(lm, TEXT)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import tiny_causal_lm
 from mha_viz.analysis.norms import shown_pattern
 from mha_viz.analysis.steps import head_steps
 from mha_viz.config import Config
@@ -24,25 +25,17 @@ CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_key_value_heads": KV, 
           "eos_token_id": 2}  # fmt: skip
 
 
+def _order_one(model) -> None:  # weights of order 1 (the default init is 0.01): every difference below is visible
+    for attn in (layer.self_attention for layer in model.model.layers):
+        moa = attn.experts
+        for w in (moa.router.layer.weight, moa.input_linear.weight, moa.output_linear.weight, attn.kv_proj.weight):
+            w.normal_(0, 0.3)
+        moa.bias.normal_(0, 0.3)
+
+
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> tuple:
-    import transformers
-
-    from conftest import _tiny_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny-jetmoe")
-    torch.manual_seed(0)
-    config = transformers.AutoConfig.for_model("jetmoe", **CONFIG)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").float().eval()
-    with torch.no_grad():  # weights of order 1 (the default init is 0.01): every difference below is visible
-        for attn in (layer.self_attention for layer in model.model.layers):
-            moa = attn.experts
-            for w in (moa.router.layer.weight, moa.input_linear.weight, moa.output_linear.weight, attn.kv_proj.weight):
-                w.normal_(0, 0.3)
-            moa.bias.normal_(0, 0.3)
-    model.save_pretrained(folder)
-    _tiny_tokenizer().save_pretrained(folder)
-    lm = road.load(Config(model=str(folder)))
+    lm = road.load(Config(model=str(tiny_causal_lm(tmp_path_factory, "jetmoe", CONFIG, _order_one))))
     return lm, road.record(lm, TEXT)
 
 
