@@ -120,7 +120,7 @@ def test_a_stats_file_is_drawn_and_a_bad_one_is_a_message(minilm, tmp_path) -> N
     for name, data in bad_files.items():
         at = _stats_page(data if isinstance(data, bytes) else data.encode())
         assert not at.exception, (name, [e.value for e in at.exception])
-        assert at.error and "mha_viz corpus" in at.error[0].value, name
+        assert at.error and "mha_viz corpus" in at.error[0].value.replace("\\", ""), name  # (markdown-escaped)
         with pytest.raises(MhaVizError):
             read_stats(data if isinstance(data, bytes) else data.encode())
 
@@ -151,3 +151,14 @@ def test_the_hosted_cap_on_texts_holds(minilm, monkeypatch) -> None:
     at = _upload_page("\n".join(lines).encode(), corpus_n="3")
     assert not any("the first" in w.value for w in at.warning)
     assert at.number_input(key="corpus_n").max == len(lines)
+
+
+def test_uploaded_texts_are_shown_as_typed_never_as_markdown(minilm) -> None:
+    """A corpus line is untrusted: quoted in a caption, its markdown (an image from elsewhere, a link) is escaped."""
+    hostile = "![x](http://127.0.0.1:9/a.png) **loud**"  # short: quoted whole
+    lines = [hostile] * 3
+    at = _upload_page("\n".join(lines).encode(), corpus_n="3")
+    assert not at.exception, [e.value for e in at.exception]
+    quoted = [c.value for c in at.caption if "most typical text" in c.value]
+    assert quoted, [c.value for c in at.caption]
+    assert "\\!\\[x\\]\\(" in quoted[0] and "\\*\\*loud\\*\\*" in quoted[0]  # every markdown character escaped

@@ -13,7 +13,7 @@ from mha_viz.config import Config, hosted, max_corpus_texts
 from mha_viz.errors import MhaVizError
 from mha_viz.studies.corpus_run import CorpusRun, Progress, bundled_texts, digest, run_corpus
 from mha_viz.ui.cache import model_of
-from mha_viz.ui.links import check_choice, check_int
+from mha_viz.ui.links import check_choice, check_int, plain
 from mha_viz.ui.memo import CACHES, SizedCache
 from mha_viz.ui.sidebar import MAX_UPLOAD_BYTES
 
@@ -98,7 +98,7 @@ def _stats_file() -> StatsTable | None:
     try:
         return read_stats(upload.getvalue(), "That file")
     except MhaVizError as e:
-        st.error(str(e))
+        st.error(plain(str(e)))  # the message may quote the file
         return None
 
 

@@ -17,7 +17,7 @@ from mha_viz.studies.corpus_run import CorpusRun
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, clicked_points, open_head, set_linked
 from mha_viz.ui.corpus_source import Texts, choose_corpus, get_run, has_run
-from mha_viz.ui.links import check_choice
+from mha_viz.ui.links import check_choice, plain
 from mha_viz.ui.request import sizes
 
 AUTO_CELLS = 16 * 72  # texts × heads that score by themselves (MiniLM: 16 texts, a few seconds); more on a button
@@ -142,8 +142,11 @@ def _maps(ctx: Ctx, table: StatsTable, run: CorpusRun | None) -> None:
         _label_key(table)
     if run is not None:
         flat = np.argsort(-np.nan_to_num(table.means[score]).ravel())[:3]
-        lines = [f"L{i // n_heads} H{i % n_heads} ({table.means[score].ravel()[i]:.3f}): "
-                 f"“{_short(texts[typical.ravel()[i]])}”" for i in flat]  # fmt: skip
+        lines = [
+            f"L{i // n_heads} H{i % n_heads} ({table.means[score].ravel()[i]:.3f}): "
+            f"“{plain(_short(texts[typical.ravel()[i]]))}”"
+            for i in flat
+        ]  # fmt: skip  (texts: as typed)
         st.caption(f"Highest mean {score}, with each head's most typical text: " + " · ".join(lines))
 
 
@@ -178,11 +181,11 @@ def _clark(ctx: Ctx, run: CorpusRun) -> None:
         st.markdown("**Clark et al. 2019, Figure 2, for this model.** Each point: the weight every query token "
                     "puts on the target, averaged over the query tokens, the layer's heads and the texts.")  # fmt: skip
         if run.sep_name is None:
-            st.caption(f"{ctx.base.model_name} adds no [CLS] or [SEP]: its first token stands in for [CLS] (most "
-                       "heads park attention there, the sink), and there is no [SEP] line.")  # fmt: skip
+            st.caption(f"{plain(ctx.base.model_name)} adds no [CLS] or [SEP]: its first token stands in for [CLS] "
+                       "(most heads park attention there, the sink), and there is no [SEP] line.")  # fmt: skip
         elif run.cls_name != "[CLS]" or run.sep_name != "[SEP]":
-            st.caption(f"{run.cls_name} (the first special token) stands in for [CLS], {run.sep_name} (the last) "
-                       "for [SEP].")  # fmt: skip
+            cls, sep = plain(run.cls_name), plain(run.sep_name)
+            st.caption(f"{cls} (the first special token) stands in for [CLS], {sep} (the last) for [SEP].")
         st.caption("Punctuation: tokens made of punctuation only (the paper counts periods and commas).")
         st.markdown(f"**The paper** (for comparison): {CLARK_PAPER}")
     header = ["layer", *(f"to_{k}" for k in ("cls", "sep", "punct"))]
