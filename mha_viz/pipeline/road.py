@@ -259,7 +259,10 @@ def routed(
     if not moa:
         return None, None, None
     if config.wo != "learned" or wo_factors(config):
-        raise MhaVizError(_PER_TOKEN + "; the W^O what-ifs and head factors do not apply to it")
+        raise MhaVizError(
+            _PER_TOKEN + "; the W^O what-ifs and head factors need one W^O per layer, so they do not apply here. "
+            "Step by step shows how each token's experts combine; try the what-ifs on another model"
+        )
     routing, b_o = routing_of(lm.model, moa, call)
     return routing, routing.W_E.reshape(-1, *routing.W_E.shape[2:]), b_o
 
