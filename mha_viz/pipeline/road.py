@@ -159,7 +159,7 @@ def layer_trace(
     ``x`` False: a slim recording's trace without X and the pre-rotary q and k (x is [n, 0], q_pre None), for
     views that show only weights; True: with them (layer_call: the model run to this layer if need be)."""
     part = lm.part(part)
-    lm.site(part, layer)
+    site = lm.site(part, layer)  # (also checks that the layer exists)
     call = layer_call(lm, rec, part, layer) if x or config.heads is not None else rec.run.calls[(part, layer)]
     budget.check("Heads", sizes(rec, part, layer), what="This layer's trace")
     qt, kt = rec.query_tokens(part), rec.key_tokens(part)
@@ -200,14 +200,14 @@ def layer_trace(
     trace = AttentionTrace(
         tokens=qt.labels, key_tokens=kt.labels, part=part, x=x.to(dt), q=to_cpu(q), k=to_cpu(k), v=to_cpu(v),
         W_O=to_cpu(put(w_o)), b_O=None if b_o is None else to_cpu(put(b_o)), scale=scale,
-        causal=(call.allowed is not None and lm.site(part, layer).causal) or (config.causal and part != "cross"),
+        causal=(call.allowed is not None and site.causal) or (config.causal and part != "cross"),
         softcap=call.softcap,
         bias=None if bias is None else to_cpu(bias), model_delta=call.delta,
         q_pre=heads(call.q_pre, call.q[0]), k_pre=heads(call.k_pre, call.k[0]),
         sink=None if call.sink is None else to_cpu(call.sink.float()),
         wo_input=None if wo_input is None else to_cpu(wo_input),
-        latent=latent_of(lm.model, lm.site(part, layer).latent[0], call),  # MLA: the cached c_KV and k_rope
-        differential=differential_of(lm.model.get_submodule(lm.site(part, layer).name), call),  # DiffLlama
+        latent=latent_of(lm.model, site.latent[0], call),  # MLA: the cached c_KV and k_rope
+        differential=differential_of(lm.model.get_submodule(site.name), call),  # DiffLlama
         routing=routing,  # JetMoE: the experts each token's heads went through, and their gates
         **{name: to_cpu(t) for name, t in out.items()},
     )  # fmt: skip

@@ -156,7 +156,7 @@ def read_texts(path: str, field_name: str | None = None) -> Iterator[Item]:
     with open(path, encoding="utf-8", errors="replace", newline="") as fh:
         if ext == ".txt":
             for i, line in enumerate(fh):
-                yield _item(i, line.rstrip("\r\n"))
+                yield text_item(i, line.rstrip("\r\n"))
         elif ext == ".jsonl":
             for i, line in enumerate(fh):
                 yield _json_item(i, line, field_name or "text")
@@ -167,10 +167,11 @@ def read_texts(path: str, field_name: str | None = None) -> Iterator[Item]:
                 raise MhaVizError(f"{path} has no column {name!r}; its columns: {', '.join(reader.fieldnames or [])}")
             for i, row in enumerate(reader):
                 value = row.get(name)
-                yield _item(i, value) if isinstance(value, str) else Item(i, None, "malformed")
+                yield text_item(i, value) if isinstance(value, str) else Item(i, None, "malformed")
 
 
-def _item(index: int, text: str) -> Item:
+def text_item(index: int, text: str) -> Item:
+    """One text at ``index``, or an empty one (only whitespace) marked as such."""
     return Item(index, text) if text.strip() else Item(index, None, "empty")
 
 
@@ -182,7 +183,7 @@ def _json_item(index: int, line: str, name: str) -> Item:
     except ValueError:
         return Item(index, None, "malformed")
     text = value.get(name) if isinstance(value, dict) else None
-    return _item(index, text) if isinstance(text, str) else Item(index, None, "malformed")
+    return text_item(index, text) if isinstance(text, str) else Item(index, None, "malformed")
 
 
 def _parquet(path: str, name: str) -> Iterator[Item]:
@@ -196,7 +197,7 @@ def _parquet(path: str, name: str) -> Iterator[Item]:
     i = 0
     for batch in table.iter_batches(columns=[name], batch_size=1024):
         for value in batch.column(0).to_pylist():
-            yield _item(i, value) if isinstance(value, str) else Item(i, None, "malformed")
+            yield text_item(i, value) if isinstance(value, str) else Item(i, None, "malformed")
             i += 1
 
 

@@ -22,7 +22,7 @@ from mha_viz.analysis.corpus_stats import CLARK_KEYS, StatsTable, clark_scores
 from mha_viz.analysis.roles import SCORE_KEYS
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.road import LoadedModel, Tokens
-from mha_viz.studies.corpus import Item, Scorer, Sums, batches
+from mha_viz.studies.corpus import Scorer, Sums, batches, text_item
 
 BATCH = 16  # texts per padded batch (the CLI's default)
 Progress = Callable[[float, str], None]
@@ -86,7 +86,7 @@ def run_corpus(
     kept: list[np.ndarray] = []  # each [n_scores, L, H] float32
     scored: list[str] = []
     names: dict[str, str | None] = {}
-    items = [Item(i, t if t.strip() else None, None if t.strip() else "empty") for i, t in enumerate(texts)]
+    items = [text_item(i, t) for i, t in enumerate(texts)]
 
     def observe(_: int, tokens: Tokens, patterns: np.ndarray) -> None:
         one = clark_scores(tokens.special, tokens.pieces, patterns)  # [3, L, H]
