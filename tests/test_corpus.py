@@ -121,3 +121,18 @@ def test_cli_errors_are_one_line(argv: list[str], says: str, tmp_path: Path, cap
     assert main(["corpus", *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1, err
+
+
+def test_an_encoder_decoder_model_is_refused_in_one_line(tmp_path: Path, tmp_path_factory, capsys) -> None:
+    """Each corpus text is one pass of its own, with no decoder text beside it: an encoder-decoder model is refused
+    with what to choose instead (it used to ask for a decoder text the command has no option for)."""
+    from conftest import _zoo_dir
+
+    t5 = _zoo_dir(tmp_path_factory, "t5")
+    texts = tmp_path / "t.txt"
+    texts.write_text("\n".join(TEXTS[:2]), encoding="utf-8")
+    code = main(["corpus", "--texts", str(texts), "--model", t5, "--out", str(tmp_path / "h.csv"), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "encoder-decoder" in err and "choose an encoder or a decoder" in err
+    with pytest.raises(corpus.MhaVizError, match="encoder-decoder"):
+        corpus.Scorer(t5, None, "cpu")

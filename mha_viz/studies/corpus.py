@@ -246,11 +246,16 @@ class Scorer:
 
         self.config = Config(model=model, device=device, placement=placement)
         self.lm = lm if lm is not None else load(self.config)
+        if self.lm.encoder_decoder:  # each text is one pass of its own: there is no second (decoder) text
+            raise MhaVizError(
+                f"{self.lm.name} is an encoder-decoder model, which needs a decoder text beside each text; corpus "
+                "statistics score one text at a time: choose an encoder or a decoder model"
+            )
         self.part = self.lm.part(part)
         if self.part == "cross":
             raise MhaVizError("head roles compare a token with its neighbours; choose --part encoder or decoder")
         self.shape = (self.lm.n_layers(self.part), self.lm.n_heads)
-        self.batched = batched and not self.lm.encoder_decoder
+        self.batched = batched
         self.side = side
 
     def score(self, batch: list[Item]) -> Sums:
