@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import SEQUENTIAL, _f32, safe, style_layer_head_map
+from mha_viz.figures.common import SEQUENTIAL, _f32, click_marker, safe, style_layer_head_map
 
 CLARK_COLOURS = ("#1f77b4", "#d62728", "#2ca02c")  # [CLS], [SEP], punctuation
 
@@ -37,7 +37,7 @@ def corpus_map(
     fig.add_trace(
         go.Scatter(
             x=hx.ravel().astype(np.float32), y=lx.ravel().astype(np.float32), mode="markers",
-            marker={"size": max(8, min(30, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
+            marker=click_marker(max(8, min(30, 600 // max(n_heads, 1))), "square"),
             customdata=custom, meta=value_name,
             text=None if labels is None else np.asarray(labels, dtype=object).ravel(),
             hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: %{meta} %{customdata[2]:.3f}"

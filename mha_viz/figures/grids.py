@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from mha_viz.figures.common import (
     CELL_HOVER,
@@ -18,14 +17,18 @@ from mha_viz.figures.common import (
     POOLED_HOVER,
     SEQUENTIAL,
     WEIGHT_HOVER,
+    _esc,
     _f32,
     _grid,
     block_labels,
     category_ticks,
+    click_marker,
     plural,
     pool_blocks,
     safe,
 )
+
+_SCALE = [list(step) for step in go.layout.Coloraxis(colorscale=SEQUENTIAL).colorscale]  # as Plotly checks it
 
 
 def heads_grid(
@@ -60,75 +63,77 @@ def heads_grid(
     # tall enough for a legible label per query row (up to 30), but never a sliver: at most twice as tall as wide
     panel_h = int(min(340, 2 * panel_w + 40, max(panel_w, 1.6 * LABEL_PX * min(n, 30), 150)))
     height = panel_h * rows + 60
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        subplot_titles=[short_title(t, panel_w) for t in titles],  # the whole title is in each cell's hover
-        shared_xaxes=True,  # token labels on the outer axes only (hover names every token)
-        shared_yaxes=True,
-        horizontal_spacing=0.015 if cols <= 4 else 0.008,
-        vertical_spacing=min(0.3 / rows, 34 / height) if rows > 1 else 0.0,
-    )
-    for ann in fig.layout.annotations:
-        ann.font = {"size": 12 if cols <= 4 else 10}
+    # The figure is written as Plotly's dict directly (what make_subplots + add_traces would produce, checked by
+    # tests/test_finish.py against Plotly's own validation): building it through graph objects took 0.2-0.4 s
+    # per layer, most of a layer change's server time.
+    x_dom = _domains(cols, 0.015 if cols <= 4 else 0.008)
+    y_dom = _domains(rows, min(0.3 / rows, 34 / height) if rows > 1 else 0.0)[::-1]  # row 0 on top
     z = _f32(pattern)
-    labels, klabels = list(tokens), list(keys)
+    labels, klabels = [_esc(t) for t in tokens], [_esc(t) for t in keys]
+    titles = [_esc(t) for t in titles]
     # One invisible marker per cell (hovermode "y" with one marker per row was cheaper to draw, but Plotly then
-    # names the row marker's key in the heatmap's hover: a wrong cell under the pointer).
+    # names the row marker's key in the heatmap's hover: a wrong cell under the pointer); click_marker draws one.
     overlay = clickable and h * n * nk <= CLICK_OVERLAY_MAX_CELLS
     qi, ki = np.meshgrid(np.arange(n), np.arange(nk), indexing="ij")
     cell_x = [klabels[k] for k in ki.ravel()]  # key label of every cell, row by row
     cell_y = [labels[q] for q in qi.ravel()]  # query label of every cell
-    traces, at_rows, at_cols = [], [], []
-    for i in range(h):
-        r, c = i // cols + 1, i % cols + 1
-        traces.append(
-            go.Heatmap(
-                z=z[i],
-                x=klabels,
-                y=labels,
-                coloraxis="coloraxis",
-                hovertemplate=POOLED_HOVER if f > 1 else WEIGHT_HOVER,
-                meta=titles[i],
-                hoverinfo="skip" if overlay else None,
-                name=titles[i],
-            )
-        )
-        at_rows.append(r)
-        at_cols.append(c)
-        if overlay:  # customdata per cell: (weight, head), numeric, so it travels as a typed array
-            custom = np.stack([z[i].ravel(), np.full(n * nk, i, dtype=np.float32)], axis=1)
-            traces.append(
-                go.Scatter(
-                    x=cell_x,
-                    y=cell_y,
-                    mode="markers",
-                    marker={"size": 12, "opacity": 0},
-                    customdata=custom,
-                    hovertemplate=CELL_HOVER,
-                    showlegend=False,
-                    name=f"{titles[i]} cells",
-                    meta=titles[i],
-                )
-            )
-            at_rows.append(r)
-            at_cols.append(c)
-    fig.add_traces(traces, rows=at_rows, cols=at_cols)
     xticks, _ = category_ticks(klabels, 0.85 * panel_w, angle=-90)
     yticks, _ = category_ticks(labels, 0.85 * panel_h)
     plain = {"ticks": "", "showgrid": False, "zeroline": False}  # no marks poking into neighbouring panels
-    fig.update_xaxes(**plain, **xticks)
-    fig.update_yaxes(**plain, autorange="reversed", **yticks)
-    fig.update_layout(
-        coloraxis={"colorscale": SEQUENTIAL, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0},
-        coloraxis_colorbar={"title": {"text": value_name}},
-        height=height,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        hovermode="closest",
-        clickmode="event+select",
-        dragmode="zoom",
-    )
-    return safe(fig)
+    traces, layout, titles_at = [], {}, []
+    for i in range(rows * cols):  # every panel of the grid gets its axes (as make_subplots gives them)
+        r, c = divmod(i, cols)
+        ax = "" if i == 0 else str(i + 1)
+        bottom = max(range(c, h, cols))  # the lowest panel in column c with a head: its labels show
+        layout["xaxis" + ax] = {
+            "anchor": "y" + ax, "domain": list(x_dom[c]), **plain, **xticks,
+            **({} if i == bottom else {"matches": f"x{bottom + 1 if bottom else ''}", "showticklabels": False}),
+        }  # fmt: skip
+        layout["yaxis" + ax] = {
+            "anchor": "x" + ax, "domain": list(y_dom[r]), **plain, "autorange": "reversed", **yticks,
+            **({} if c == 0 else {"matches": f"y{r * cols + 1 if r else ''}", "showticklabels": False}),
+        }  # fmt: skip
+        if i >= h:
+            layout["xaxis" + ax]["visible"] = layout["yaxis" + ax]["visible"] = False  # an empty last-row panel
+            continue
+        titles_at.append((titles[i], sum(x_dom[c]) / 2, y_dom[r][1]))
+        traces.append(
+            {
+                "type": "heatmap", "z": z[i], "x": klabels, "y": labels, "coloraxis": "coloraxis",
+                "hovertemplate": POOLED_HOVER if f > 1 else WEIGHT_HOVER, "meta": titles[i], "name": titles[i],
+                "xaxis": "x" + ax, "yaxis": "y" + ax, **({"hoverinfo": "skip"} if overlay else {}),
+            }
+        )  # fmt: skip
+        if overlay:  # customdata per cell: (weight, head), numeric, so it travels as a typed array
+            custom = np.stack([z[i].ravel(), np.full(n * nk, i, dtype=np.float32)], axis=1)
+            traces.append(
+                {
+                    "type": "scatter", "x": cell_x, "y": cell_y, "mode": "markers", "marker": click_marker(12),
+                    "customdata": custom, "hovertemplate": CELL_HOVER, "showlegend": False,
+                    "name": f"{titles[i]} cells", "meta": titles[i], "xaxis": "x" + ax, "yaxis": "y" + ax,
+                }
+            )  # fmt: skip
+    font = {"size": 12 if cols <= 4 else 10}
+    layout["annotations"] = [
+        {"font": font, "showarrow": False, "text": short_title(t, panel_w), "x": x, "xanchor": "center",
+         "xref": "paper", "y": y, "yanchor": "bottom", "yref": "paper"}
+        for t, x, y in titles_at
+    ]  # fmt: skip  # the whole title is in each cell's hover
+    layout.update(
+        coloraxis={
+            "colorscale": _SCALE, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0,
+            "colorbar": {"title": {"text": _esc(value_name)}},
+        },
+        height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        hovermode="closest", clickmode="event+select", dragmode="zoom",
+    )  # fmt: skip
+    return go.Figure({"data": traces, "layout": layout}, _validate=False)  # checked once, in tests (see above)
+
+
+def _domains(n: int, spacing: float) -> list[tuple[float, float]]:
+    """``n`` equal parts of [0, 1], ``spacing`` apart, first to last (make_subplots' domains)."""
+    width = (1 - spacing * (n - 1)) / n
+    return [(i * (width + spacing), min(1.0, i * (width + spacing) + width)) for i in range(n)]
 
 
 def short_title(title: str, px: float) -> str:
@@ -170,7 +175,7 @@ def overview(patterns: np.ndarray, tile: int = OVERVIEW_TILE, gap: int = 2, grou
             x=[centres_x[h] for h in hx.ravel()],
             y=[centres_y[la] for la in lx.ravel()],
             mode="markers",
-            marker={"size": max(8, min(40, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
+            marker=click_marker(max(8, min(40, 600 // max(n_heads, 1))), "square"),
             customdata=np.stack([lx.ravel(), hx.ravel()], axis=1),
             hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>",
             showlegend=False,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import _esc_seq, _f32, plural, safe, style_layer_head_map
+from mha_viz.figures.common import _esc_seq, _f32, click_marker, plural, safe, style_layer_head_map
 from mha_viz.figures.finish import _text_px
 
 # A fixed colour per known label (so a label keeps its colour from text to text); other labels
@@ -91,7 +91,7 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
                 x=hx.ravel()[at].astype(np.float32),
                 y=lx.ravel()[at].astype(np.float32),
                 mode="markers",
-                marker={"size": max(8, min(30, 600 // max(n_heads, 1))), "opacity": 0, "symbol": "square"},
+                marker=click_marker(max(8, min(30, 600 // max(n_heads, 1))), "square"),
                 customdata=custom[at],
                 meta=label,
                 name=label,
