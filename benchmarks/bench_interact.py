@@ -88,12 +88,14 @@ def floor_change(browser, reps: int) -> float:
     return statistics.median(times)
 
 
-def controls(page: Page, meter: Meter, reps: int, floor: float) -> dict[str, dict[str, float]]:
+def controls(page: Page, meter: Meter, reps: int, floor: float, only: str = "") -> dict[str, dict[str, float]]:
     """Median of each control change (each printed when measured); the controls sit in the tabs where users meet
     them."""
     out = {}
 
     def each(name: str, tab: str, action: Callable[[int], Callable[[], None]]) -> None:
+        if only not in name:
+            return
         found = page.get_by_role("tab", name=tab, exact=True)
         if found.count() == 0 or found.get_attribute("aria-selected") != "true":
             timed(page, lambda: open_tab(page, tab))
@@ -111,11 +113,11 @@ def controls(page: Page, meter: Meter, reps: int, floor: float) -> dict[str, dic
     return out
 
 
-def tabs(page: Page, meter: Meter, reps: int) -> dict[str, dict[str, float]]:
+def tabs(page: Page, meter: Meter, reps: int, only: str = "") -> dict[str, dict[str, float]]:
     """Median time to switch to each tab (from the previous one), after a first visit that fills its caches."""
     from mha_viz.ui.sidebar import VIEWS
 
-    names = list(VIEWS)  # every view, its group opened first when needed (harness.open_tab)
+    names = [n for n in VIEWS if only in n]  # every view, its group opened first when needed (harness.open_tab)
     for name in names:  # first visits: computed once per text, then cached
         timed(page, lambda name=name: open_tab(page, name))
     samples: dict[str, list[dict[str, float]]] = {n: [] for n in names}
@@ -129,6 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5, help="changes per control (median)")
     parser.add_argument("--busy", type=int, default=0, help="busy processes beside the dashboard")
+    parser.add_argument("--only", default="", help="measure only the controls and tabs whose name contains this")
     args = parser.parse_args()
     check_chromium()
     timings = Path(tempfile.mkstemp(prefix="mha-viz-timings-", suffix=".jsonl")[1])
@@ -146,10 +149,12 @@ def main() -> None:
                 watch(page)
                 beside = f", {args.busy} busy processes beside it" if args.busy else ", quiet"
                 print(f"Seed sentence, bundled MiniLM{beside}, medians of {args.reps} changes each:")
-                controls(page, meter, args.reps, floor)
-                per_tab = tabs(page, meter, args.reps)
+                controls(page, meter, args.reps, floor, args.only)
+                per_tab = tabs(page, meter, args.reps, args.only)
                 for name, m in per_tab.items():
                     report(f"tab switch → {name}", m, floor)
+                if not per_tab:
+                    return
                 all_tabs = sorted(m["s"] for m in per_tab.values())
                 worst = max(per_tab, key=lambda n: per_tab[n]["s"])
                 print(
