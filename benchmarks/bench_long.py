@@ -3,7 +3,8 @@
 Run:  python benchmarks/bench_long.py [--runs 3] [--smol-runs 3] [--baseline /path/to/other/checkout]
   MiniLM at 512 tokens (each run a new text): the Heads view after submitting the text (target <= 1.5 s),
   a layer change (<= 1 s), then every other view (<= 2 s each).
-  The bundled SmolLM2 at 2048 tokens: Heads after submitting (<= 3 s), Overview (<= 3 s), then Heads again and
+  The bundled SmolLM2 at 2048 tokens: Heads after submitting (the first view: the shown layer's grid drawn, <= 3 s;
+  then every layer recorded, an idle page, <= 30 s), Overview (<= 3 s), then Heads again and
   a layer change once the text is recorded (<= 3 s each); with
   --all-views, every view's websocket megabytes once (<= 15 MB per view).
 Figures are medians over the runs; "ratio" is figure / target (<= 1 meets it). An idle page: the script
@@ -28,8 +29,21 @@ from harness import CHROMIUM, CHROMIUM_ARGS, App, check_chromium
 from playwright.sync_api import Page, sync_playwright
 
 MB = 1e6
+# The first view of a long text: the Heads caption names its token count and the grid's first row label is a token
+# block ("0–31: ..."; the grid of a text this long is block-averaged). Polled every 20 ms from just before the input.
+FIRST_DRAWN_JS = """(n) => {
+  window.__mvFirst = null; window.__mvFirstT0 = performance.now();
+  const id = setInterval(() => {
+    const said = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+      .some(e => e.textContent.includes(`, ${n} tokens.`));
+    const tick = document.querySelector('.js-plotly-plot .yaxislayer-above .ytick text');
+    if (said && tick && tick.textContent.includes('\u2013')) {
+      window.__mvFirst = performance.now(); clearInterval(id);
+    }
+  }, 20);
+}"""
 MINILM_TOKENS, SMOL_TOKENS = 512, 2048
-TARGETS = {"heads": 1.5, "layer": 1.0, "view": 2.0, "smol": 3.0, "mb": 15.0}
+TARGETS = {"heads": 1.5, "layer": 1.0, "view": 2.0, "smol": 3.0, "recorded": 30.0, "mb": 15.0}
 WORDS = ("animal", "street", "river", "teacher", "garden", "engine", "letter", "window", "market", "doctor")
 
 
@@ -86,6 +100,17 @@ class Session:
         box.fill(text)
         enter = "Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter"
         return self.act(lambda: box.press(enter))
+
+    def submit_first(self, text: str, n_tokens: int) -> tuple[float, float, float]:
+        """Submit a long text on Heads: (seconds to the first view, the Heads grid of the new text drawn; seconds to
+        an idle page, every layer recorded; websocket MB)."""
+        box = self.page.get_by_label(harness_label(self.page), exact=True)
+        box.fill(text)
+        enter = "Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter"
+        self.page.evaluate(FIRST_DRAWN_JS, n_tokens)
+        took, mb = self.act(lambda: box.press(enter))
+        first = self.page.evaluate("window.__mvFirst === null ? null : (window.__mvFirst - window.__mvFirstT0) / 1000")
+        return (took if first is None else first), took, mb
 
     def layer(self, layer: int) -> tuple[float, float]:
         return self.act(harness.choose(self.page, "Layer", str(layer)))
@@ -149,12 +174,13 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                 for label, app in apps.items():
                     s = Session(browser, app, "src=SmolLM2-135M+%28bundled%29&view=Heads")
                     try:
-                        took, mb = s.submit(text)
+                        first, took, mb = s.submit_first(text, SMOL_TOKENS)
                     except TimeoutError:  # reported as inf (did not settle in the time allowed); next round
                         res[label]["smol:Heads"].append(float("inf"))
                         s.page.close()
                         continue
-                    res[label]["smol:Heads"].append(took)
+                    res[label]["smol:Heads"].append(first)
+                    res[label]["smol:recorded"].append(took)
                     res[label]["smolmb:Heads"].append(mb)
                     took, mb = s.tab("Overview")
                     res[label]["smol:Overview"].append(took)
@@ -189,6 +215,7 @@ def report(res: dict[str, dict[str, list[float]]]) -> None:
         print(f"  most websocket MB in one view: {worst:.1f} MB")
         print(f" SmolLM2, {SMOL_TOKENS} tokens")
         print(line("Heads after submitting the text", r["smol:Heads"], TARGETS["smol"]))
+        print(line("every layer recorded (idle page)", r["smol:recorded"], TARGETS["recorded"]))
         print("   (includes the one recorded model pass over 2048 tokens; see bench_engine for its time alone)")
         print(line("Overview", r["smol:Overview"], TARGETS["smol"]))
         print(line("Heads again (text recorded)", r["smol:back"], TARGETS["smol"]))

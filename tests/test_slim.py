@@ -115,3 +115,46 @@ def test_tiles_kept_in_the_pass_are_the_block_means_of_every_layer(
         causal, block_means(all_patterns(minilm, whole, None, Config(causal=True)), f), atol=1e-6
     )
     assert rows.recorded_tiles(minilm, record(minilm, TEXT), "encoder", Config(), f) is None  # none asked: none kept
+
+
+def test_heads_draws_a_long_texts_layer_before_the_whole_pass(slim, minilm: LoadedModel, monkeypatch) -> None:
+    """Issue 22 §4: a long text on Heads is drawn from a pass run only as far as its layer; the whole recording
+    comes after. With the whole pass failing, the grid is there all the same (from the first layer alone), with
+    the same weights as a whole recording gives, and the failure is said once, below it."""
+    calls: list[str] = []
+    first, whole = pipeline.record_layer, pipeline.record
+
+    def record_layer(*args, **kwargs):
+        calls.append("layer")
+        return first(*args, **kwargs)
+
+    def record_fails(*args, **kwargs):
+        calls.append("whole")
+        raise pipeline.MhaVizError("the whole pass stopped here")
+
+    monkeypatch.setattr(pipeline, "record_layer", record_layer)
+    monkeypatch.setattr(pipeline, "record", record_fails)
+    text = TEXT + " (first layer)"
+    at = run_app(view="Heads", text=text, layer="3")
+    assert not at.exception, [e.value for e in at.exception]
+    assert calls == ["layer", "whole"]
+    assert [e.value for e in at.error] == ["the whole pass stopped here"]
+    monkeypatch.setattr(pipeline, "record", whole)
+    want = layer_trace(minilm, record(minilm, text), None, 3, Config())
+    grid = next(s for s in specs(at) if len(heatmaps(s)) == want.n_heads)
+    for h, hm in enumerate(heatmaps(grid)):
+        np.testing.assert_allclose(array(hm["z"]), want.pattern[h].numpy(), atol=1e-6)
+
+
+def test_a_long_text_recorded_after_its_first_layer_opens_as_usual(slim, minilm: LoadedModel) -> None:
+    """After the first layer, the page records every layer and runs again: the found head's caption is back, and
+    the whole recording is cached (the next page reads it, not another first-layer pass)."""
+    from mha_viz.ui.cache import is_recorded
+
+    text = TEXT + " Then it was the animal again."
+    config = Config()
+    assert not is_recorded(config, text, None)
+    at = run_app(view="Heads", text=text, layer="3")
+    assert_clean(at)
+    assert is_recorded(config, text, None)
+    assert any("Layer " in c.value and "head" in c.value for c in at.caption), [c.value for c in at.caption]

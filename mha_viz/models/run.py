@@ -43,6 +43,7 @@ def run_model(
     rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] | None = None,
     route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None,
     position_ids: torch.Tensor | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
     ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
@@ -68,6 +69,7 @@ def run_model(
     only (a decoder's logits at 2048 tokens are 2048 × 49152 floats; none are kept: logits None).
     ``tile_cells`` > 0: each call keeps its checked pattern's block means too (Call.tiles: the Overview's tiles).
     ``only`` (part, layer): record that call alone (the whole pass still runs).
+    ``progress(k)`` is called after each recorded call with the number recorded so far (a long text's progress bar).
 
     Shapes: input_ids [b, pos] long; attention_mask [b, pos] (1 = token, 0 = padding); decoder_ids
     [b, target_pos] (required for encoder-decoder models); position_ids [b, pos] long (left-padded batches: each
@@ -95,7 +97,7 @@ def run_model(
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
     rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only,
                    replace=dict(replace or {}), share=dict(share or {}), head_mask=dict(head_mask or {}),
-                   rotate=dict(rotate or {}), route=route)  # fmt: skip
+                   rotate=dict(rotate or {}), route=route, progress=progress)  # fmt: skip
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass

@@ -13,7 +13,7 @@ against the model's own weights. Own weights have one layer, built from X.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -45,6 +45,7 @@ class Recording:
     target: Tokens | None  # the decoder's input, for encoder-decoder models
     run: ModelRun
     slim: bool = False  # only q, k, v, bias and mask per call (a long text): layer_call gives a layer's X and the rest
+    partial: bool = False  # only the calls in run.calls were recorded (record_layer: a long text's shown layer first)
 
     def query_tokens(self, part: str) -> Tokens:
         return self.tokens if part == "encoder" or self.target is None else self.target
@@ -73,18 +74,48 @@ def encode(lm: LoadedModel, text: str, target: str | None = None) -> tuple[Token
     return tokens, decoder_tokens(lm.tokenizer, target, lm.decoder_start_id or 0, lm.max_tokens, lm.name)
 
 
-def record(lm: LoadedModel, text: str, target: str | None = None, tile_cells: int = 0) -> Recording:
-    """Tokenise and run the model once, recording every attention call. A slim recording (a long text) also keeps
-    each layer's pattern as block means at most ``tile_cells`` per side, if asked (rows.pooled_patterns uses them)."""
-    tokens, target_tokens = encode(lm, text, target)
+def _shape(lm: LoadedModel, tokens: Tokens, target_tokens: Tokens | None) -> budget.Sizes:
     n = max(len(tokens.ids), len(target_tokens.ids) if target_tokens else 0)
     d_head = max(1, lm.d_model // max(1, lm.n_heads))
-    shape = budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, len(lm.sites))
+    return budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, len(lm.sites))
+
+
+def is_slim(lm: LoadedModel, text: str, target: str | None = None) -> bool:
+    """Whether record() keeps only what the patterns need for this text (a long text; tokenising only)."""
+    tokens, target_tokens = encode(lm, text, target)
+    return _shape(lm, tokens, target_tokens).recording_bytes() > SLIM_BYTES and not lm.encoder_decoder
+
+
+def record(
+    lm: LoadedModel,
+    text: str,
+    target: str | None = None,
+    tile_cells: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Recording:
+    """Tokenise and run the model once, recording every attention call. A slim recording (a long text) also keeps
+    each layer's pattern as block means at most ``tile_cells`` per side, if asked (rows.pooled_patterns uses them).
+    ``progress(done, total)`` is called after each recorded call (total: the model's attention calls)."""
+    tokens, target_tokens = encode(lm, text, target)
+    shape = _shape(lm, tokens, target_tokens)
     budget.check("Heads", shape, recording=True, what="Recording the model")
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
     slim = shape.recording_bytes() > SLIM_BYTES and not lm.encoder_decoder  # (run_layer takes no decoder input)
-    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=not slim, tile_cells=tile_cells * slim)
+    told = None if progress is None else (lambda k: progress(k, len(lm.sites)))
+    run = run_model(
+        lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=not slim, tile_cells=tile_cells * slim, progress=told
+    )
     return Recording(tokens, target_tokens, share_masks(run), slim)
+
+
+def record_layer(lm: LoadedModel, text: str, part: str | None, layer: int) -> Recording:
+    """A long text's shown layer first: the model run only as far as ``layer`` and that call recorded whole
+    (run_layer: the values the whole recording gives that layer), a partial recording of that call alone. The
+    dashboard draws it while record() runs the rest (at 2048 tokens of SmolLM2, layer 9: ~5 s instead of ~25 s)."""
+    tokens, _ = encode(lm, text, None)
+    budget.check("Heads", _shape(lm, tokens, None), recording=True, what="Recording the model")
+    part = lm.part(part)
+    return Recording(tokens, None, run_layer(lm, torch.tensor([tokens.ids]), part, layer), slim=True, partial=True)
 
 
 def layer_call(lm: LoadedModel, rec: Recording, part: str | None, layer: int) -> Call:

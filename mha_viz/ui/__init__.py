@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -10,7 +11,15 @@ import streamlit as st
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline.road import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.runtime.threads import adapt
-from mha_viz.ui.cache import get_base, model_of
+from mha_viz.ui.cache import (
+    first_layer,
+    get_base,
+    long_unrecorded,
+    model_of,
+    provisional,
+    recording_of,
+    recording_progress,
+)
 from mha_viz.ui.common import recording_figures
 from mha_viz.ui.context import Ctx, follow_model, unmet
 from mha_viz.ui.errors import guarded
@@ -43,7 +52,10 @@ log = logging.getLogger("mha_viz")
 VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {v.name: v.run() for v in REGISTRY}  # every view, from the registry
 
 
-def _context(c: Controls) -> Ctx | None:
+def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
+    """The model, layer and text every view reads. A long text not recorded yet, on Heads: ``stack`` holds the
+    first_layer() block, in which the views read that layer from a pass run only as far as it (_record_rest
+    records the rest after the view is drawn)."""
     if c.kind == "hub" and not c.config.model:
         allowed = allowed_models()
         st.info(
@@ -67,6 +79,11 @@ def _context(c: Controls) -> Ctx | None:
     find = lambda: found_head(c.config, c.text, target, part)
     follow_model(c, lm.name, n_layers, find)  # another model: its own found head, never the layer of the one before
     layer = layer_control(c, n_layers, lambda: getattr(find(), "layer", 0))
+    if _wanted_view() == "Heads" and long_unrecorded(c.config, c.text, target):  # the shown layer first
+        with st.spinner(f"Running {lm.name} as far as layer {layer} (the other layers follow)…"):
+            first = guarded(lambda: stack.enter_context(first_layer(c.config, c.text, part, layer)))
+        if first is None and not provisional():
+            return None
     with st.spinner("Computing…"):
         base = guarded(lambda: get_base(c.config, c.text, target, part, layer))
     if base is None:
@@ -105,13 +122,36 @@ def _main() -> None:
 
 
 def _page(c: Controls) -> None:
-    from mha_viz.config import MAX_SECOND_TEXT_CHARS
     from mha_viz.ui.links import check_refused_link
 
     check_refused_link()  # a link Streamlit read none of: said, not dropped silently
-    ctx = _context(c)
-    if ctx is None:
-        return
+    progress = st.empty()  # a long text's progress, at the top: the other layers recorded after the first is drawn
+    with contextlib.ExitStack() as stack:
+        ctx = _context(c, stack)
+        if ctx is not None:
+            _views(ctx)
+        early = provisional()
+    if ctx is not None and early:
+        _record_rest(ctx, progress)
+
+
+def _record_rest(ctx: Ctx, slot: st.delta_generator.DeltaGenerator) -> None:
+    """A long text drawn from its first layer: record the whole pass now, with the layers counted in a progress
+    bar, then run the page again (the found head, the Overview's tiles and every other view need every layer)."""
+    name = ctx.base.model_name
+    bar = slot.progress(0.0, text=f"Recording the other layers of {name} for this text…")
+    adapt()  # torch's threads again: the browser that drew the first layer has had its turn
+    told = lambda done, total: bar.progress(done / total, text=f"Recording {name}: layer {done} of {total}…")
+    with recording_progress(told):
+        rec = guarded(lambda: recording_of(ctx.config, ctx.c.text, ctx.target))
+    slot.empty()
+    if rec is not None:
+        st.rerun()
+
+
+def _views(ctx: Ctx) -> None:
+    from mha_viz.config import MAX_SECOND_TEXT_CHARS
+
     check_choice("view", list(VIEWS), VIEWS[0], "the views are")
     check_choice("wo_mode", list(WO_MODES.values()), next(iter(WO_MODES.values())), "W^O can be")
     check_text("text_b", MAX_SECOND_TEXT_CHARS)  # the Two sentences box's own limit
@@ -151,10 +191,15 @@ def _set_view(view: str) -> None:
         st.query_params["view"] = view
 
 
+def _wanted_view() -> str:
+    """The view to open: a click that opened a head elsewhere or the user's pick, else a link's ?view=."""
+    return st.session_state.get("view") or url_value("view") or VIEWS[0]
+
+
 def _navigation() -> tuple[str, tuple[str, ...]]:
-    """The view to open (a link's ?view=, a click that opened a head elsewhere, the user's pick) and its group's
-    views, with the group picker drawn: a row of group buttons above the group's tabs."""
-    view = st.session_state.get("view") or url_value("view") or VIEWS[0]
+    """The view to open (_wanted_view) and its group's views, with the group picker drawn: a row of group buttons
+    above the group's tabs."""
+    view = _wanted_view()
     _set_view(view if view in GROUP_OF else VIEWS[0])
     view = st.session_state["view"]
     st.session_state["view_group"] = GROUP_OF[view]  # follows the view, whoever changed it

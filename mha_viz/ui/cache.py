@@ -7,6 +7,9 @@ dropped), so memory levels off however many texts people try and whatever they a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,16 +75,78 @@ def model_of(config: Config) -> LoadedModel:
 @sized_cache(max_entries=16, max_mb=256)
 def get_recording(model_name: str, device: str, text: str, target: str | None) -> pipeline.Recording:
     """One model pass over the text (and target), every attention call recorded (a long text's with the
-    Overview's tiles: get_pooled_patterns then needs no second look at every layer)."""
-    return pipeline.record(get_model(model_name, device), text, target, tile_cells=OVERVIEW_TILE)
+    Overview's tiles: get_pooled_patterns then needs no second look at every layer). A progress bar set with
+    recording_progress() is told each recorded layer."""
+    told = _PROGRESS.get()
+    return pipeline.record(get_model(model_name, device), text, target, tile_cells=OVERVIEW_TILE, progress=told)
 
 
-def recording_of(config: Config, text: str, target: str | None) -> pipeline.Recording:
+_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("mha_viz_progress", default=None)
+_FIRST: ContextVar[tuple[tuple, pipeline.Recording] | None] = ContextVar("mha_viz_first_layer", default=None)
+
+
+def is_recorded(config: Config, text: str, target: str | None) -> bool:
+    """Whether the model's whole recorded pass over the text is in the cache (nothing is computed)."""
+    return get_recording.holds(config.model_name, config.model_device, text, target)
+
+
+def long_unrecorded(config: Config, text: str, target: str | None) -> bool:
+    """A long text (a slim recording) whose whole pass is not recorded yet: worth drawing one layer first."""
+    if config.own or target or is_recorded(config, text, target):
+        return False
+    try:
+        return pipeline.is_slim(model_of(config), text, target)
+    except MhaVizError:  # an empty text, say: the page's own calls say so
+        return False
+
+
+@sized_cache(max_entries=2, max_mb=192)
+def get_first_layer(model_name: str, device: str, text: str, part: str | None, layer: int) -> pipeline.Recording:
+    """A long text's shown layer alone, recorded whole (pipeline.record_layer), for the page that draws it first."""
+    return pipeline.record_layer(get_model(model_name, device), text, part, layer)
+
+
+@contextmanager
+def first_layer(config: Config, text: str, part: str, layer: int) -> Iterator[None]:
+    """Inside the block, the one-layer callers (get_base, get_trace, whole_layer) read a long text's ``layer`` from
+    its partial recording (get_first_layer) instead of waiting for the whole pass; every other caller still gets
+    the whole recording (recording_of without ``layer``), so nothing that needs every layer sees a partial one."""
+    rec = get_first_layer(config.model_name, config.model_device, text, part, layer)
+    token = _FIRST.set(((config.model_name, config.model_device, text), rec))
+    try:
+        yield
+    finally:
+        _FIRST.reset(token)
+
+
+def provisional() -> bool:
+    """Whether this run draws a long text's first layer before the whole pass is recorded (found_head waits)."""
+    return _FIRST.get() is not None
+
+
+@contextmanager
+def recording_progress(told: Callable[[int, int], None]) -> Iterator[None]:
+    """get_recording calls ``told(done, total)`` after each recorded layer inside the block."""
+    token = _PROGRESS.set(told)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def recording_of(
+    config: Config, text: str, target: str | None, layer: tuple[str, int] | None = None
+) -> pipeline.Recording:
     """The model's recorded pass. Own weights have none: a view that asks for one would draw the bundled model
-    under an "own weights" caption, so it is refused here, where every such view passes (see own_patterns)."""
+    under an "own weights" caption, so it is refused here, where every such view passes (see own_patterns).
+    ``layer`` (part, layer): the caller reads only that call, so inside first_layer() a long text's partial
+    recording of it will do."""
     if config.own:
         raise MhaVizError("This view needs a pretrained model's recorded pass; own weights are one layer: choose "
                           "a pretrained model in the sidebar for it.")  # fmt: skip
+    first = _FIRST.get()
+    if first is not None and first[0] == (config.model_name, config.model_device, text) and layer in first[1].run.calls:
+        return first[1]
     return get_recording(config.model_name, config.model_device, text, target)
 
 
@@ -107,7 +172,7 @@ def get_base(config: Config, text: str, target: str | None, part: str | None, la
                     True, "own weights", True)  # fmt: skip
     lm = model_of(config)
     part = lm.part(part)
-    rec = recording_of(config, text, target)
+    rec = recording_of(config, text, target, (part, layer))
     site = lm.site(part, layer)
     call = rec.run.calls[(part, layer)]
     return Base(
@@ -122,7 +187,7 @@ def get_trace(
 ) -> AttentionTrace:
     """The traced layer after the what-if edits in ``config``. ``x`` False: a view that shows only weights does not
     need a long text's X (pipeline.layer_trace); short texts always have it (one cache entry either way)."""
-    whole = x or config.own or not recording_of(config, text, target).slim
+    whole = x or config.own or not recording_of(config, text, target, (model_of(config).part(part), layer)).slim
     return _get_trace(config, text, target, part, layer, whole)
 
 
@@ -131,7 +196,8 @@ def _get_trace(config: Config, text: str, target: str | None, part: str | None, 
     if config.own:
         return get_own(config, text)[1]
     lm = model_of(config)
-    rec = whole_layer(config, text, target, part, layer) if x else recording_of(config, text, target)
+    own_call = (lm.part(part), layer)
+    rec = whole_layer(config, text, target, part, layer) if x else recording_of(config, text, target, own_call)
     return pipeline.layer_trace(lm, rec, part, layer, config, x=x)
 
 
@@ -144,10 +210,10 @@ def get_layer_call(config: Config, text: str, target: str | None, part: str, lay
 
 def whole_layer(config: Config, text: str, target: str | None, part: str | None, layer: int) -> pipeline.Recording:
     """The recording with ``layer`` whole (a short text's recording is whole already)."""
-    rec = recording_of(config, text, target)
-    if not rec.slim:
-        return rec
     part = model_of(config).part(part)
+    rec = recording_of(config, text, target, (part, layer))
+    if not rec.slim or rec.partial:  # a partial recording's one call is whole already
+        return rec
     return pipeline.with_call(rec, part, layer, get_layer_call(config, text, target, part, layer))
 
 

@@ -16,7 +16,7 @@ from mha_viz.analysis.referents import default_pair, focus_head, specific_head
 from mha_viz.config import Config
 from mha_viz.pipeline.road import encode
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import get_focus_column, model_of
+from mha_viz.ui.cache import get_focus_column, model_of, provisional
 from mha_viz.ui.links import plain
 
 log = logging.getLogger("mha_viz")
@@ -57,7 +57,7 @@ class Found:
 
 def found_head(config: Config, text: str, target: str | None, part: str | None) -> Found | None:
     """The default pair's head (see the module docstring); never raises: a failure means no default."""
-    if config.own or part == "cross":
+    if config.own or part == "cross" or provisional():  # a long text's first layer: every layer comes next
         return None
     try:
         lm = model_of(config)

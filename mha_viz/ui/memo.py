@@ -186,6 +186,7 @@ def sized_cache(max_entries: int, max_mb: float) -> Callable[[F], F]:
             return cache.get_or_compute(key, lambda: fn(*args, **kwargs))
 
         cached.cache = cache  # type: ignore[attr-defined]
+        cached.holds = lambda *args, **kwargs: (key_of(args), key_of(kwargs)) in cache  # type: ignore[attr-defined]
         return cached  # type: ignore[return-value]
 
     return wrap
