@@ -83,3 +83,17 @@ def test_layer_out_of_range_and_encoder_decoder_refused(minilm: LoadedModel, t5_
         run_layer(minilm, ids, "encoder", 6)
     with pytest.raises(MhaVizError, match="encoder-decoder"):
         run_layer(load_model(t5_dir), ids, "encoder", 0)
+
+
+def test_progress_counts_every_attention_call(minilm: LoadedModel) -> None:
+    """A long text's progress bar: told after each layer, recorded or not (run_layer's pass to layer 3: 1..4;
+    a whole recording: 1..6 of 6)."""
+    ids = torch.tensor([minilm.tokenizer(SENTENCE)["input_ids"]])
+    seen: list[int] = []
+    run_layer(minilm, ids, "encoder", 3, progress=seen.append)
+    assert seen == [1, 2, 3, 4]
+    told: list[tuple[int, int]] = []
+    from mha_viz.pipeline.road import record
+
+    record(minilm, SENTENCE, progress=lambda done, total: told.append((done, total)))
+    assert told == [(k, 6) for k in range(1, 7)]

@@ -91,3 +91,22 @@ def test_busy_processes_are_seen_on_this_machine(monkeypatch) -> None:
             p.kill()
             p.wait()
     assert others is not None and others >= min(1.5, threads.cores() - 0.5), others
+
+
+def test_adapt_now_looks_at_the_last_moment_only(monkeypatch) -> None:
+    """Before a long text's pass: a fresh PROBE_S window, not the one since the last look. Here the others kept 2
+    of 4 cores busy for 10 s since the last look (a browser drawing) and none in the fresh window: torch gets all 4."""
+    import torch
+
+    _unfixed(monkeypatch)
+    monkeypatch.setattr(threads, "_last", (0.0, 0.0, 0.0))
+    samples = iter([(10.0, 20.0, 0.0), (10.2, 20.0, 0.0)])  # (wall, busy, own): the look now, after PROBE_S
+    monkeypatch.setattr(threads, "_sample", lambda: next(samples))
+    monkeypatch.setattr(threads, "cores", lambda: 4)
+    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert threads.adapt_now() == 4 and torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(before)

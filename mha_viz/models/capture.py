@@ -98,7 +98,8 @@ class Recorder:
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
     extras: bool = True  # False: only what the pattern needs (q, k, v, bias, mask); no X, W^O in/out, pre-rotary
     tile_cells: int = 0  # > 0: each call also keeps its checked pattern's block means, at most this many per side
-    progress: Callable[[int], None] | None = None  # told the number of calls recorded so far, after each one
+    progress: Callable[[int], None] | None = None  # told the number of attention calls made so far, after each one
+    made: int = 0  # attention calls made in this pass (recorded or not)
     calls: list[Call] = field(default_factory=list)
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
@@ -222,8 +223,10 @@ def mha_viz_attention(
         rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
+    if not again:
+        rec.made += 1
         if rec.progress is not None:
-            rec.progress(len(rec.calls))
+            rec.progress(rec.made)
     return out, weights
 
 

@@ -69,7 +69,7 @@ def run_model(
     only (a decoder's logits at 2048 tokens are 2048 × 49152 floats; none are kept: logits None).
     ``tile_cells`` > 0: each call keeps its checked pattern's block means too (Call.tiles: the Overview's tiles).
     ``only`` (part, layer): record that call alone (the whole pass still runs).
-    ``progress(k)`` is called after each recorded call with the number recorded so far (a long text's progress bar).
+    ``progress(k)`` is called after each attention call with the number made so far (a long text's progress bar).
 
     Shapes: input_ids [b, pos] long; attention_mask [b, pos] (1 = token, 0 = padding); decoder_ids
     [b, target_pos] (required for encoder-decoder models); position_ids [b, pos] long (left-padded batches: each
@@ -169,11 +169,14 @@ def _position_embeddings(model: torch.nn.Module) -> torch.nn.Embedding | None:
     return None
 
 
-def run_layer(lm: LoadedModel, input_ids: torch.Tensor, part: str, layer: int) -> ModelRun:
+def run_layer(
+    lm: LoadedModel, input_ids: torch.Tensor, part: str, layer: int, progress: Callable[[int], None] | None = None
+) -> ModelRun:
     """Run the model only as far as one attention layer, recording that layer alone: the same values as
     run_model's record of it (the layers before compute exactly what they compute in a whole pass), at
     the memory of one layer, and without the layers after it. For decoder-only and encoder-only models.
 
+    ``progress(k)`` is called after each attention call with the number made so far.
     Shapes: input_ids [b, pos] long; returns calls {(part, layer): Call}, hidden [b, 0, d_model] (the pass
     stopped early: no last hidden state), logits None.
     """
@@ -181,7 +184,7 @@ def run_layer(lm: LoadedModel, input_ids: torch.Tensor, part: str, layer: int) -
         raise MhaVizError(f"{lm.name} is an encoder-decoder model: record it whole (run_model)")
     lm.site(part, layer)
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, only=(part, layer), stop=True)
+    rec = Recorder(parts=parts, only=(part, layer), stop=True, progress=progress)
     with torch.no_grad(), recording(rec), contextlib.suppress(StopForward):
         lm.model(input_ids=input_ids.to(lm.device), **_no_cache(lm))
     if len(rec.calls) != 1 or rec.calls[0].wo_out is None:

@@ -108,14 +108,19 @@ def record(
     return Recording(tokens, target_tokens, share_masks(run), slim)
 
 
-def record_layer(lm: LoadedModel, text: str, part: str | None, layer: int) -> Recording:
+def record_layer(
+    lm: LoadedModel, text: str, part: str | None, layer: int, progress: Callable[[int, int], None] | None = None
+) -> Recording:
     """A long text's shown layer first: the model run only as far as ``layer`` and that call recorded whole
     (run_layer: the values the whole recording gives that layer), a partial recording of that call alone. The
-    dashboard draws it while record() runs the rest (at 2048 tokens of SmolLM2, layer 9: ~5 s instead of ~25 s)."""
+    dashboard draws it while record() runs the rest (at 2048 tokens of SmolLM2, layer 9: ~5 s instead of ~25 s).
+    ``progress(done, total)`` is called after each layer on the way (total: layer + 1)."""
     tokens, _ = encode(lm, text, None)
     budget.check("Heads", _shape(lm, tokens, None), recording=True, what="Recording the model")
     part = lm.part(part)
-    return Recording(tokens, None, run_layer(lm, torch.tensor([tokens.ids]), part, layer), slim=True, partial=True)
+    told = None if progress is None else (lambda k: progress(k, layer + 1))
+    run = run_layer(lm, torch.tensor([tokens.ids]), part, layer, progress=told)
+    return Recording(tokens, None, run, slim=True, partial=True)
 
 
 def layer_call(lm: LoadedModel, rec: Recording, part: str | None, layer: int) -> Call:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import streamlit as st
 
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline.road import cut_notice, smollm2_dir, smollm2_ready
-from mha_viz.runtime.threads import adapt
+from mha_viz.runtime.threads import adapt, adapt_now
 from mha_viz.ui.cache import (
     first_layer,
     get_base,
@@ -80,7 +80,7 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     follow_model(c, lm.name, n_layers, find)  # another model: its own found head, never the layer of the one before
     layer = layer_control(c, n_layers, lambda: getattr(find(), "layer", 0))
     if _wanted_view() == "Heads" and long_unrecorded(c.config, c.text, target):  # the shown layer first
-        with st.spinner(f"Running {lm.name} as far as layer {layer} (the other layers follow)…"):
+        with _layers_counted(st.empty(), f"Running {lm.name} as far as layer {layer} (the other layers follow)"):
             first = guarded(lambda: stack.enter_context(first_layer(c.config, c.text, part, layer)))
         if first is None and not provisional():
             return None
@@ -138,15 +138,30 @@ def _page(c: Controls) -> None:
 def _record_rest(ctx: Ctx, slot: st.delta_generator.DeltaGenerator) -> None:
     """A long text drawn from its first layer: record the whole pass now, with the layers counted in a progress
     bar, then run the page again (the found head, the Overview's tiles and every other view need every layer)."""
-    name = ctx.base.model_name
-    bar = slot.progress(0.0, text=f"Recording the other layers of {name} for this text…")
-    adapt()  # torch's threads again: the browser that drew the first layer has had its turn
-    told = lambda done, total: bar.progress(done / total, text=f"Recording {name}: layer {done} of {total}…")
-    with recording_progress(told):
+    what = f"Recording every layer of {ctx.base.model_name} (for the found head, the role labels and the other views)"
+    with _layers_counted(slot, what):
         rec = guarded(lambda: recording_of(ctx.config, ctx.c.text, ctx.target))
-    slot.empty()
     if rec is not None:
         st.rerun()
+
+
+@contextlib.contextmanager
+def _layers_counted(slot: st.delta_generator.DeltaGenerator, what: str) -> Iterator[None]:
+    """A progress bar in ``slot`` that a long text's pass inside the block moves layer by layer (emptied after).
+    torch's threads are chosen afresh before the pass and again after each layer (runtime.threads): the browser
+    drawing the page beside it is busy for a moment, not for the whole pass."""
+    bar = slot.progress(0.0, text=f"{what}…")
+
+    def told(done: int, total: int) -> None:
+        adapt()
+        bar.progress(min(1.0, done / total), text=f"{what}: layer {done} of {total}…")
+
+    adapt_now()
+    try:
+        with recording_progress(told):
+            yield
+    finally:
+        slot.empty()
 
 
 def _views(ctx: Ctx) -> None:

@@ -102,8 +102,9 @@ def long_unrecorded(config: Config, text: str, target: str | None) -> bool:
 
 @sized_cache(max_entries=2, max_mb=192)
 def get_first_layer(model_name: str, device: str, text: str, part: str | None, layer: int) -> pipeline.Recording:
-    """A long text's shown layer alone, recorded whole (pipeline.record_layer), for the page that draws it first."""
-    return pipeline.record_layer(get_model(model_name, device), text, part, layer)
+    """A long text's shown layer alone, recorded whole (pipeline.record_layer), for the page that draws it first
+    (told to the recording_progress() bar, if any)."""
+    return pipeline.record_layer(get_model(model_name, device), text, part, layer, progress=_PROGRESS.get())
 
 
 @contextmanager
@@ -126,7 +127,7 @@ def provisional() -> bool:
 
 @contextmanager
 def recording_progress(told: Callable[[int, int], None]) -> Iterator[None]:
-    """get_recording calls ``told(done, total)`` after each recorded layer inside the block."""
+    """get_recording and get_first_layer call ``told(done, total)`` after each layer inside the block."""
     token = _PROGRESS.set(told)
     try:
         yield

@@ -12,7 +12,7 @@ from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
 from mha_viz.figures.common import plural, pool_blocks
 from mha_viz.pipeline.budget import check_grid
 from mha_viz.trace import AttentionTrace
-from mha_viz.ui.cache import get_role_labels
+from mha_viz.ui.cache import get_role_labels, provisional
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, clicked_points, keep_layer, opened_head, set_linked, take_focus, valid_choice
 from mha_viz.ui.found import found_head
@@ -63,8 +63,8 @@ def heads_view(ctx: Ctx) -> None:
         )
     titles = head_names(h)
     if (
-        not ctx.c.hide_special and t.part != "cross"
-    ):  # role labels from this layer's own pattern (thresholds in Head roles)
+        not ctx.c.hide_special and t.part != "cross" and not provisional()
+    ):  # role labels from this layer's own pattern (thresholds in Head roles); a long text's first view waits
         roles = get_role_labels(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, ctx.base.tokens)
         titles = [f"head {i} · {label}" for i, label in enumerate(roles)]
     if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."
