@@ -190,10 +190,11 @@ def test_variants_view_on_minilm(minilm) -> None:
 
     from mha_viz.config import Config
     from mha_viz.pipeline.road import traces
+    from mha_viz.ui.views.variants import PARTS
 
     at = run_app(view="Variants", layer="2")
     assert_clean(at)
-    grid, curve, energy, rank, usage = specs(at)
+    grid, curve = specs(at)  # the first part alone: the others are drawn when their tab is opened
     maps = heatmaps(grid)
     assert len(maps) == 24  # 12 heads, before and after
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
@@ -215,11 +216,15 @@ def test_variants_view_on_minilm(minilm) -> None:
     long_line = {t["name"]: t for t in specs(at)[1]["data"]}[va.GROUPINGS["mean"]]
     assert array(long_line["x"]).tolist() == [2 * 6 * g * 32 * 32_768 * 4 / 2**20 for g in (12, 6, 4, 3, 2, 1)]
     # collaborative heads: layer 2's concatenated W_Q (384 wide) against one head's (32 wide)
+    at.session_state["var_part"] = PARTS["collab"]
+    at.run()
+    assert_clean(at)
+    energy, rank = specs(at)
     names = [t["name"] for t in energy["data"]]
     assert names[0].startswith("all heads' W_Q (384 wide)") and "one head's W_Q (32 wide" in names[2]
     want = collab.energy_curve(want_sv(minilm, 2))
     np.testing.assert_allclose(array(energy["data"][0]["y"]), want * 100, rtol=1e-5)
-    table = at.dataframe[1].value
+    table = at.dataframe[0].value
     dims = collab.energy_dims(want_sv(minilm, 2))[1]
     assert len(table) == 6 and table.iloc[2]["W_Q 95%"].startswith(f"{dims} of 384")
     what_if = collab.rank_curve(minilm, SENTENCE, None, "encoder", 2)
@@ -227,6 +232,10 @@ def test_variants_view_on_minilm(minilm) -> None:
     np.testing.assert_allclose(array(rank["data"][0]["y"]), what_if.change, atol=1e-6)
     assert abs(what_if.change[-1]) <= 1e-6 < what_if.change[0]
     # mixture of heads: layer 2's usage map at k = 6, then routed against static for every k
+    at.session_state["var_part"] = PARTS["mixture"]
+    at.run()
+    assert_clean(at)
+    (usage,) = specs(at)
     want_usage = moh.head_usage(minilm, SENTENCE, None, "encoder", 6)[2]  # [q, h]
     np.testing.assert_array_equal(array(usage["data"][0]["z"]), want_usage.astype(float))
     assert "‖z_h · W_O^h‖" in " ".join(m.value for m in at.markdown)
@@ -278,10 +287,11 @@ def test_variants_view_on_smollm2() -> None:
     both groupings pool all three heads, so their changes are equal; the loss goes up."""
     from test_app import array, assert_clean, heatmaps, run_app, specs
 
+    from mha_viz.ui.views.variants import PARTS
+
     at = run_app(src="SmolLM2-135M (bundled)", view="Variants", layer="3")
     assert_clean(at)
-    grid, curve, energy, usage = specs(at)
-    assert array(usage["data"][0]["z"]).sum(-1).tolist() == [4.0] * len(heatmaps(grid)[0]["y"])  # k = 9 // 2
+    grid, curve = specs(at)
     assert len(heatmaps(grid)) == 18  # 9 heads, before and after
     assert at.selectbox(key="var_g").options == ["1"]
     lines = {t["name"]: t for t in curve["data"]}
@@ -292,7 +302,13 @@ def test_variants_view_on_smollm2() -> None:
     np.testing.assert_allclose(array(lines[va.GROUPINGS["mean"]]["x"]), mib)
     page = " ".join(m.value for m in at.markdown)
     assert "2 · 30 · g · 64 · tokens · 4" in page and "query head h reads K/V head h // 3" in page
+    at.session_state["var_part"] = PARTS["collab"]
+    (energy,) = specs(at.run())
     assert energy["data"][0]["name"].startswith("all heads' W_Q (576 wide)")
+    at.session_state["var_part"] = PARTS["mixture"]
+    (usage,) = specs(at.run())
+    assert_clean(at)
+    assert array(usage["data"][0]["z"]).sum(-1).tolist() == [4.0] * len(heatmaps(grid)[0]["y"])  # k = 9 // 2
 
 
 def test_shared_basis_what_if_equals_a_weight_edit() -> None:

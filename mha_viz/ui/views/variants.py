@@ -71,11 +71,25 @@ def get_rank_curve(
     return collab.rank_curve(get_model(model_name, device), text, target, part, layer)
 
 
+PARTS = {"share": "Share keys and values (GQA, MQA)", "collab": "Collaborative heads", "mixture": "Mixture of heads"}
+
+
 def variants_view(ctx: Ctx) -> None:
+    """The variants the articles end with, one part at a time (sub-tabs: only the open part is computed and drawn;
+    the three together were ~1.3 s of the browser's time on every visit)."""
     if needs_pretrained(ctx, self_attention=False):
         return
+    variants.check_model(model_of(ctx.config))
+    tabs = st.tabs(list(PARTS.values()), key="var_part", on_change="rerun")
+    for run, tab in zip((_share, _collaborate, _mixture), tabs, strict=True):
+        if tab.open:
+            with tab:
+                run(ctx)
+
+
+def _share(ctx: Ctx) -> None:
+    """GQA / MQA conversion: grouped K/V heads, the patterns before and after, the output change against the cache."""
     lm = model_of(ctx.config)
-    variants.check_model(lm)
     kvh, H = lm.n_kv_heads, lm.n_heads
     st.markdown(
         f"**Share keys and values.** This model has {H} query heads and {kvh} key/value heads per layer. Grouped-query "
@@ -166,8 +180,6 @@ def variants_view(ctx: Ctx) -> None:
             "on this text."
         )
     downloads("variants", csv_data=csv_bytes(["grouping", "kv_heads", "kv_cache_bytes", "change"], rows))
-    _collaborate(ctx)
-    _mixture(ctx)
 
 
 def _collaborate(ctx: Ctx) -> None:
