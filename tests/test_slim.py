@@ -158,3 +158,23 @@ def test_a_long_text_recorded_after_its_first_layer_opens_as_usual(slim, minilm:
     assert_clean(at)
     assert is_recorded(config, text, None)
     assert any("Layer " in c.value and "head" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
+def test_a_recording_too_large_to_keep_is_not_run_again_and_again(slim, minilm: LoadedModel, monkeypatch) -> None:
+    """A whole recording larger than its cache holds is kept for one page run only: the page must not run again to
+    read it (it would record it again, forever); it says so and stays on the first layer's view."""
+    from mha_viz.ui.cache import get_recording
+
+    calls: list[str] = []
+    whole = pipeline.record
+
+    def record(*args, **kwargs):
+        calls.append("whole")
+        return whole(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "record", record)
+    monkeypatch.setattr(get_recording.cache, "max_bytes", 1)
+    at = run_app(view="Heads", text=TEXT + " (too large)", layer="1")
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert calls == ["whole"]
+    assert any("larger than the server keeps" in i.value for i in at.info), [i.value for i in at.info]

@@ -14,6 +14,7 @@ from mha_viz.runtime.threads import adapt, adapt_now
 from mha_viz.ui.cache import (
     first_layer,
     get_base,
+    is_recorded,
     long_unrecorded,
     model_of,
     provisional,
@@ -141,8 +142,14 @@ def _record_rest(ctx: Ctx, slot: st.delta_generator.DeltaGenerator) -> None:
     what = f"Recording every layer of {ctx.base.model_name} (for the found head, the role labels and the other views)"
     with _layers_counted(slot, what):
         rec = guarded(lambda: recording_of(ctx.config, ctx.c.text, ctx.target))
-    if rec is not None:
+    if rec is None:
+        return
+    if is_recorded(ctx.config, ctx.c.text, ctx.target):
         st.rerun()
+    slot.info(  # held for this run only: running the page again would record it again, and again
+        "This text's recording is larger than the server keeps, so the found head and the views that read every "
+        "layer record it again when they open. A shorter text keeps it."
+    )
 
 
 @contextlib.contextmanager
