@@ -178,3 +178,17 @@ def test_a_recording_too_large_to_keep_is_not_run_again_and_again(slim, minilm: 
     assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
     assert calls == ["whole"]
     assert any("larger than the server keeps" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_a_long_text_on_another_view_counts_its_layers(slim, minilm: LoadedModel, monkeypatch) -> None:
+    """Off Heads, a long text not recorded yet is recorded whole at once, with its layers counted in the progress
+    bar (told once per layer: MiniLM's 6), and no first-layer pass."""
+    import mha_viz.ui as ui
+
+    told: list[tuple[int, int]] = []
+    counted = ui.recording_progress
+    monkeypatch.setattr(ui, "recording_progress", lambda fn: counted(lambda d, t: (told.append((d, t)), fn(d, t))))
+    monkeypatch.setattr(pipeline, "record_layer", lambda *a, **k: pytest.fail("a first-layer pass off Heads"))
+    at = run_app(view="Lesson", text=TEXT + " (another view)", layer="2")
+    assert_clean(at)
+    assert told == [(k, 6) for k in range(1, 7)]

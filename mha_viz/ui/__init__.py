@@ -80,12 +80,15 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     find = lambda: found_head(c.config, c.text, target, part)
     follow_model(c, lm.name, n_layers, find)  # another model: its own found head, never the layer of the one before
     layer = layer_control(c, n_layers, lambda: getattr(find(), "layer", 0))
-    if _wanted_view() == "Heads" and long_unrecorded(c.config, c.text, target):  # the shown layer first
+    long = long_unrecorded(c.config, c.text, target)
+    if long and _wanted_view() == "Heads":  # the shown layer first
         with _layers_counted(st.empty(), f"Running {lm.name} as far as layer {layer} (the other layers follow)"):
             first = guarded(lambda: stack.enter_context(first_layer(c.config, c.text, part, layer)))
         if first is None and not provisional():
             return None
-    with st.spinner("Computing…"):
+    whole = long and not provisional()  # another view: the whole pass now, its layers counted
+    counted = _layers_counted(st.empty(), f"Recording every layer of {lm.name} for this text") if whole else None
+    with st.spinner("Computing…"), counted or contextlib.nullcontext():
         base = guarded(lambda: get_base(c.config, c.text, target, part, layer))
     if base is None:
         return None
