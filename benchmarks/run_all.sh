@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every benchmark, one after the other (about 25 minutes on 2 cores). Installs the benchmark-only
+# Every benchmark, one after the other (about 30 minutes on 2 cores). Installs the benchmark-only
 # tools (bertviz) into the project's venv first. Each script prints its figures, targets and ratios.
 #   bash benchmarks/run_all.sh            all of them
 #   bash benchmarks/run_all.sh --quick    skip the 10-user load test
@@ -22,6 +22,7 @@ echo; echo "== patching (exact, attribution) ==";                     "$py" benc
 echo; echo "== browser: long texts (MiniLM 512, SmolLM2 2048) ==";     "$py" benchmarks/bench_long.py --runs 3 --smol-runs 2 --all-views
 echo; echo "== memory over 200 inputs ==";                           "$py" benchmarks/bench_memory.py
 echo; echo "== head importance scan (MiniLM, SmolLM2) ==";            "$py" benchmarks/bench_importance.py --curve
+echo; echo "== corpus statistics: batches, Ray workers, memory ==";     "$py" benchmarks/bench_corpus.py --quick
 if [ "${1:-}" != "--quick" ]; then
   echo; echo "== 10 concurrent users ==";                            "$py" benchmarks/load_test.py --users 10 --seconds 150
   if command -v haproxy >/dev/null 2>&1; then
