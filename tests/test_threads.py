@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from mha_viz.runtime import threads
 
 
@@ -48,25 +50,36 @@ def _unfixed(monkeypatch) -> None:
     monkeypatch.setattr(threads, "_last", None)
 
 
-def test_adapt_gives_torch_the_cores_others_leave_free(monkeypatch) -> None:
+def four_cores(monkeypatch, samples: list[tuple[float, float, float]]) -> None:
+    """A machine of 4 cores whose /proc/stat and own CPU time read as ``samples`` (wall, busy, own), one per look,
+    no sleeping and nothing fixing the count."""
+    _unfixed(monkeypatch)
+    looks = iter(samples)
+    monkeypatch.setattr(threads, "_sample", lambda: next(looks))
+    monkeypatch.setattr(threads, "cores", lambda: 4)
+    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
+
+
+@pytest.fixture
+def torch_threads():
+    """torch, its thread count put back after the test."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield torch
+    torch.set_num_threads(before)
+
+
+def test_adapt_gives_torch_the_cores_others_leave_free(monkeypatch, torch_threads) -> None:
     """/proc/stat and this process's CPU time, read as a sequence: 4 cores; over the probe's 0.2 s the machine was
     busy for 0.7 core-seconds, of which this process 0.2: others kept 2.5 cores busy, so torch gets 4 − 2 (round half
     to even: 2.5 → 2) = 2 threads, then all 4 when the others stop. A look within MIN_WINDOW_S changes nothing."""
-    import torch
-
-    _unfixed(monkeypatch)
-    samples = iter([(0.0, 0.0, 0.0), (0.2, 0.7, 0.2), (0.3, 0.8, 0.3), (1.2, 1.7, 1.2)])  # (wall, busy, own)
-    monkeypatch.setattr(threads, "_sample", lambda: next(samples))
-    monkeypatch.setattr(threads, "cores", lambda: 4)
-    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(4)
-        assert threads.adapt(probe=True) == 2 and torch.get_num_threads() == 2
-        assert threads.adapt() is None and torch.get_num_threads() == 2  # 0.1 s later: too soon to tell
-        assert threads.adapt() == 4 and torch.get_num_threads() == 4  # (4.5 − 3.5) − (2 − 1) = 0 others
-    finally:
-        torch.set_num_threads(before)
+    torch = torch_threads
+    four_cores(monkeypatch, [(0.0, 0.0, 0.0), (0.2, 0.7, 0.2), (0.3, 0.8, 0.3), (1.2, 1.7, 1.2)])
+    torch.set_num_threads(4)
+    assert threads.adapt(probe=True) == 2 and torch.get_num_threads() == 2
+    assert threads.adapt() is None and torch.get_num_threads() == 2  # 0.1 s later: too soon to tell
+    assert threads.adapt() == 4 and torch.get_num_threads() == 4  # (4.5 − 3.5) − (2 − 1) = 0 others
 
 
 def test_adapt_leaves_a_fixed_count_alone(monkeypatch) -> None:
@@ -93,20 +106,11 @@ def test_busy_processes_are_seen_on_this_machine(monkeypatch) -> None:
     assert others is not None and others >= min(1.5, threads.cores() - 0.5), others
 
 
-def test_adapt_now_looks_at_the_last_moment_only(monkeypatch) -> None:
+def test_adapt_now_looks_at_the_last_moment_only(monkeypatch, torch_threads) -> None:
     """Before a long text's pass: a fresh PROBE_S window, not the one since the last look. Here the others kept 2
     of 4 cores busy for 10 s since the last look (a browser drawing) and none in the fresh window: torch gets all 4."""
-    import torch
-
-    _unfixed(monkeypatch)
+    torch = torch_threads
+    four_cores(monkeypatch, [(10.0, 20.0, 0.0), (10.2, 20.0, 0.0)])  # (wall, busy, own): the look now, after PROBE_S
     monkeypatch.setattr(threads, "_last", (0.0, 0.0, 0.0))
-    samples = iter([(10.0, 20.0, 0.0), (10.2, 20.0, 0.0)])  # (wall, busy, own): the look now, after PROBE_S
-    monkeypatch.setattr(threads, "_sample", lambda: next(samples))
-    monkeypatch.setattr(threads, "cores", lambda: 4)
-    monkeypatch.setattr(threads.time, "sleep", lambda s: None)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        assert threads.adapt_now() == 4 and torch.get_num_threads() == 4
-    finally:
-        torch.set_num_threads(before)
+    torch.set_num_threads(2)
+    assert threads.adapt_now() == 4 and torch.get_num_threads() == 4

@@ -80,10 +80,14 @@ def _shape(lm: LoadedModel, tokens: Tokens, target_tokens: Tokens | None) -> bud
     return budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, len(lm.sites))
 
 
+def _slim(lm: LoadedModel, shape: budget.Sizes) -> bool:
+    """A recording this large keeps only what the patterns need (run_layer takes no decoder input)."""
+    return shape.recording_bytes() > SLIM_BYTES and not lm.encoder_decoder
+
+
 def is_slim(lm: LoadedModel, text: str, target: str | None = None) -> bool:
     """Whether record() keeps only what the patterns need for this text (a long text; tokenising only)."""
-    tokens, target_tokens = encode(lm, text, target)
-    return _shape(lm, tokens, target_tokens).recording_bytes() > SLIM_BYTES and not lm.encoder_decoder
+    return _slim(lm, _shape(lm, *encode(lm, text, target)))
 
 
 def record(
@@ -100,7 +104,7 @@ def record(
     shape = _shape(lm, tokens, target_tokens)
     budget.check("Heads", shape, recording=True, what="Recording the model")
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
-    slim = shape.recording_bytes() > SLIM_BYTES and not lm.encoder_decoder  # (run_layer takes no decoder input)
+    slim = _slim(lm, shape)
     told = None if progress is None else (lambda k: progress(k, len(lm.sites)))
     run = run_model(
         lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=not slim, tile_cells=tile_cells * slim, progress=told

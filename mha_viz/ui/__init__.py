@@ -10,7 +10,7 @@ import streamlit as st
 
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline.road import cut_notice, smollm2_dir, smollm2_ready
-from mha_viz.runtime.threads import adapt, adapt_now
+from mha_viz.runtime.threads import adapt
 from mha_viz.ui.cache import (
     first_layer,
     get_base,
@@ -83,8 +83,8 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     long = long_unrecorded(c.config, c.text, target)
     if long and _wanted_view() == "Heads":  # the shown layer first
         with _layers_counted(st.empty(), f"Running {lm.name} as far as layer {layer} (the other layers follow)"):
-            first = guarded(lambda: stack.enter_context(first_layer(c.config, c.text, part, layer)))
-        if first is None and not provisional():
+            guarded(lambda: stack.enter_context(first_layer(c.config, c.text, part, layer)))
+        if not provisional():  # it failed, and said why
             return None
     whole = long and not provisional()  # another view: the whole pass now, its layers counted
     counted = _layers_counted(st.empty(), f"Recording every layer of {lm.name} for this text") if whole else None
@@ -158,15 +158,14 @@ def _record_rest(ctx: Ctx, slot: st.delta_generator.DeltaGenerator) -> None:
 @contextlib.contextmanager
 def _layers_counted(slot: st.delta_generator.DeltaGenerator, what: str) -> Iterator[None]:
     """A progress bar in ``slot`` that a long text's pass inside the block moves layer by layer (emptied after).
-    torch's threads are chosen afresh before the pass and again after each layer (runtime.threads): the browser
-    drawing the page beside it is busy for a moment, not for the whole pass."""
+    torch's threads are chosen again after each layer (runtime.threads.adapt; the pass itself starts with a fresh
+    look, ui.cache): the browser drawing the page beside it is busy for a moment, not for the whole pass."""
     bar = slot.progress(0.0, text=f"{what}…")
 
     def told(done: int, total: int) -> None:
         adapt()
         bar.progress(min(1.0, done / total), text=f"{what}: layer {done} of {total}…")
 
-    adapt_now()
     try:
         with recording_progress(told):
             yield

@@ -22,6 +22,7 @@ from mha_viz.own import save_weights
 from mha_viz.pipeline import road as pipeline
 from mha_viz.pipeline.road import Call, LoadedModel, Tokens
 from mha_viz.pooling import block_means, pool_factor
+from mha_viz.runtime.threads import adapt_now
 from mha_viz.studies import circuit_report, claims, importance
 from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
@@ -77,12 +78,21 @@ def get_recording(model_name: str, device: str, text: str, target: str | None) -
     """One model pass over the text (and target), every attention call recorded (a long text's with the
     Overview's tiles: get_pooled_patterns then needs no second look at every layer). A progress bar set with
     recording_progress() is told each recorded layer."""
-    told = _PROGRESS.get()
-    return pipeline.record(get_model(model_name, device), text, target, tile_cells=OVERVIEW_TILE, progress=told)
+    lm, told = get_model(model_name, device), _pass_progress()
+    return pipeline.record(lm, text, target, tile_cells=OVERVIEW_TILE, progress=told)
 
 
 _PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("mha_viz_progress", default=None)
 _FIRST: ContextVar[tuple[tuple, pipeline.Recording] | None] = ContextVar("mha_viz_first_layer", default=None)
+
+
+def _pass_progress() -> Callable[[int, int], None] | None:
+    """The recording_progress() bar's callback for a pass about to run (a cache miss), torch's threads chosen first
+    by a fresh look at the machine (runtime.threads.adapt_now: the last look saw the browser drawing the last page)."""
+    told = _PROGRESS.get()
+    if told is not None:
+        adapt_now()
+    return told
 
 
 def is_recorded(config: Config, text: str, target: str | None) -> bool:
@@ -104,7 +114,7 @@ def long_unrecorded(config: Config, text: str, target: str | None) -> bool:
 def get_first_layer(model_name: str, device: str, text: str, part: str | None, layer: int) -> pipeline.Recording:
     """A long text's shown layer alone, recorded whole (pipeline.record_layer), for the page that draws it first
     (told to the recording_progress() bar, if any)."""
-    return pipeline.record_layer(get_model(model_name, device), text, part, layer, progress=_PROGRESS.get())
+    return pipeline.record_layer(get_model(model_name, device), text, part, layer, progress=_pass_progress())
 
 
 @contextmanager
@@ -197,8 +207,10 @@ def _get_trace(config: Config, text: str, target: str | None, part: str | None, 
     if config.own:
         return get_own(config, text)[1]
     lm = model_of(config)
-    own_call = (lm.part(part), layer)
-    rec = whole_layer(config, text, target, part, layer) if x else recording_of(config, text, target, own_call)
+    if x:
+        rec = whole_layer(config, text, target, part, layer)
+    else:
+        rec = recording_of(config, text, target, (lm.part(part), layer))
     return pipeline.layer_trace(lm, rec, part, layer, config, x=x)
 
 

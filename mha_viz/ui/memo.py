@@ -180,13 +180,15 @@ def sized_cache(max_entries: int, max_mb: float) -> Callable[[F], F]:
         cache = SizedCache(fn.__name__, max_entries, int(max_mb * 2**20))
         CACHES.append(cache)
 
+        def key(*args: object, **kwargs: object) -> object:
+            return key_of(args), key_of(kwargs)
+
         @functools.wraps(fn)
         def cached(*args: object, **kwargs: object) -> object:
-            key = (key_of(args), key_of(kwargs))
-            return cache.get_or_compute(key, lambda: fn(*args, **kwargs))
+            return cache.get_or_compute(key(*args, **kwargs), lambda: fn(*args, **kwargs))
 
         cached.cache = cache  # type: ignore[attr-defined]
-        cached.holds = lambda *args, **kwargs: (key_of(args), key_of(kwargs)) in cache  # type: ignore[attr-defined]
+        cached.holds = lambda *args, **kwargs: key(*args, **kwargs) in cache  # type: ignore[attr-defined]
         return cached  # type: ignore[return-value]
 
     return wrap
