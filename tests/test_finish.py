@@ -1,5 +1,5 @@
 """figures.finish: every figure leaves with fixed margins that hold its labels, no template, no automargin, and the
-dict sent to Streamlit unchecked is exactly the one Plotly's checks would send."""
+dict sent to Streamlit unchecked is exactly the one Plotly's checks would send; the look is written in the figure."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import plotly.tools
 import pytest
 from test_app import run_app, specs
 
-from mha_viz.figures import comparison, heads_grid, matrix_heatmap, paired_bars, token_bars
-from mha_viz.figures.finish import AsBuilt, finish
+from mha_viz.figures import comparison, heads_grid, look, matrix_heatmap, paired_bars, token_bars
+from mha_viz.figures.finish import DATA_REVISION, AsBuilt, finish
 
 LONG = ["[CLS]", "internationalisation", "of", "the", "Wörterbuch", "漢字漢字", "[SEP]"]
 
@@ -38,6 +38,7 @@ def test_sent_as_checked_by_plotly(name: str) -> None:
     spec = finish(fig)
     sent = plotly.tools.return_figure_from_figure_or_data(AsBuilt(spec), validate_figure=True)
     checked = go.Figure(**spec).to_dict()  # what Streamlit would send after its own checks of the dict
+    del checked["layout"]["template"]  # (the checks add the default template; ours is sent without one)
     assert json.loads(pio.to_json(sent, validate=False)) == json.loads(pio.to_json(checked, validate=False))
     assert sent is spec  # taken as it is, not rebuilt
 
@@ -47,14 +48,14 @@ def test_no_template_no_automargin(name: str) -> None:
     fig = _figures()[name]
     spec = finish(fig)
     layout = spec["layout"]
-    assert set(layout.get("template", {})) <= {"layout"} and set(layout.get("template", {}).get("layout", {})) <= {
-        "colorway"
-    }
+    assert "template" not in layout  # the look is the figure's own (figures.look): drawn once, see there
+    assert layout["datarevision"] == DATA_REVISION and layout["font"]["family"] == look.FONT
     axes = [k for k in layout if k.startswith(("xaxis", "yaxis"))]
     assert axes and all(layout[k]["automargin"] is False for k in axes)
     assert layout["margin"]["autoexpand"] is (name == "paired")  # only a legend may still grow the margins
     assert finish(spec) is spec  # idempotent
-    assert fig.to_plotly_json()["data"] == spec["data"]  # the numbers are untouched
+    for own, sent in zip(fig.to_plotly_json()["data"], spec["data"], strict=True):  # the numbers are untouched
+        assert all(sent[k] == v for k, v in own.items())
 
 
 def test_margins_hold_the_longest_labels() -> None:
@@ -82,8 +83,35 @@ def test_axis_titles_get_their_own_room() -> None:
 
 def test_the_app_sends_finished_figures(minilm) -> None:
     at = run_app(view="Heads")
+    assert at.get("plotly_chart") and all(c.proto.theme == "" for c in at.get("plotly_chart"))  # theme=None
     for spec in specs(at):
         layout = spec["layout"]
-        assert "data" not in layout.get("template", {})  # Streamlit's theme styles them; no template of ours
+        assert "template" not in layout and layout["datarevision"] == DATA_REVISION  # the look is in the figure
         assert all(layout[k]["automargin"] is False for k in layout if k.startswith(("xaxis", "yaxis")))
         assert layout["margin"]["l"] > 10 or not any(k.startswith("yaxis") for k in layout)
+
+
+def test_the_look_fills_only_what_the_figure_leaves() -> None:
+    """figures.look is a template's rule written into the figure: the figure's own values win, every axis and
+    colour axis gets the axis look, a trace gets the blue scale only when it has neither a scale nor a colour axis,
+    titles are bold, and the look's constants are never shared or changed."""
+    before = json.dumps([look.LAYOUT, look.X_AXIS, look.Y_AXIS, look.COLOR_AXIS, look.TRACES])
+    fig = go.Figure(
+        [
+            go.Heatmap(z=[[1, 2]], xaxis="x2", yaxis="y2"),
+            go.Heatmap(z=[[1, 2]], colorscale="Reds"),
+            go.Heatmap(z=[[1, 2]], coloraxis="coloraxis"),
+        ],
+        layout={"title": "Heads & <i>tokens</i>", "font": {"size": 15}, "xaxis2": {"tickfont": {"color": "red"}}},
+    )
+    spec = finish(fig)
+    layout, data = spec["layout"], spec["data"]
+    assert layout["title"]["text"] == "Heads & <i>tokens</i>" and layout["title"]["font"]["weight"] == 700
+    assert layout["font"]["size"] == 15 and layout["font"]["family"] == look.FONT  # its own size, the look's font
+    assert layout["xaxis2"]["tickfont"] == {"color": "red", "size": 12} and layout["yaxis2"]["gridcolor"] == look.LINE
+    assert layout["xaxis"]["tickfont"]["color"] == look.GREY
+    assert data[0]["colorscale"] == look.SEQUENTIAL and data[1]["colorscale"] != look.SEQUENTIAL
+    assert "colorscale" not in data[2] and layout["coloraxis"]["colorbar"]["thickness"] == 16
+    go.Figure(**spec)  # Plotly's own checks accept every value the look adds
+    layout["xaxis"]["tickfont"]["color"] = "blue"
+    assert json.dumps([look.LAYOUT, look.X_AXIS, look.Y_AXIS, look.COLOR_AXIS, look.TRACES]) == before

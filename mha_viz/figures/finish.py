@@ -1,6 +1,7 @@
 """The last step of every figure before it is drawn: a plain JSON-ready dict that the browser lays out in one pass.
 
-Plotly's default template is not sent (Streamlit's theme supplies the look: fonts, colours, backgrounds). Axis
+No template is sent and Streamlit's theme is not used: the look (fonts, colours, backgrounds) is written into the
+figure (figures.look), so that Streamlit's chart draws it once (see figures.look for why). Axis
 ``automargin`` is off on every axis and the margins are computed here from the tick labels' lengths, the axis
 titles and the colour bars, with ``margin.autoexpand`` off (unless a legend needs the margin to grow): plotly.js
 then never measures its labels and redraws the plot to fit them (about a quarter of the browser's time on a
@@ -19,8 +20,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.basedatatypes import BaseFigure
 
-TICK_FONT = 12  # Streamlit's theme: tick labels at 12 px
-TITLE_FONT = 14  # Streamlit's theme: axis titles at 14 px
+from mha_viz.figures.look import COLOR_AXIS, dress
+
+TICK_FONT = 12  # figures.look: tick labels at 12 px
+TITLE_FONT = 14  # figures.look: axis titles at 14 px
 PAD = 4  # margin.pad: between the plot area and its tick labels
 STANDOFF = 8  # between tick labels and the axis title
 SLACK = 6  # a few pixels more than the estimate, on every side with labels
@@ -29,6 +32,12 @@ _TAG = re.compile(r"<[^>]*>")
 _NARROW = set("iljI.,:;'!|()[]{} ft-")
 _WIDE = set("mwMW@%&")
 _LEGEND_TYPES = {"scatter", "scattergl", "bar", "box", "histogram", "violin", "pie"}
+
+
+DATA_REVISION = "mha-viz"  # plotly.js then skips comparing the data arrays when a chart redraws the same figure
+# (Streamlit's chart copies the figure after its first draw: without it every array counts as changed and the
+# chart is drawn twice). A new figure is a new chart element in Streamlit (its id hashes the figure), never an
+# update of a drawn one, so the arrays of a drawn chart never change under the same revision.
 
 
 class Finished(dict):
@@ -42,9 +51,6 @@ def finish(fig: go.Figure | dict) -> Finished:
     spec = fig.to_plotly_json() if isinstance(fig, BaseFigure) else dict(fig)
     data = [dict(t) for t in spec.get("data", ())]
     layout = {k: v for k, v in dict(spec.get("layout", {})).items() if k != "template"}
-    colorway = ((spec.get("layout", {}).get("template") or {}).get("layout") or {}).get("colorway")
-    if colorway is not None:  # the one part of the template the figures use (bar and line colours)
-        layout["template"] = {"layout": {"colorway": list(colorway)}}
     margin = dict(layout.get("margin") or {})
     left = bottom = 0.0
     for name in [k for k in layout if re.fullmatch(r"[xy]axis\d*", k)]:
@@ -75,6 +81,8 @@ def finish(fig: go.Figure | dict) -> Finished:
     )
     margin["autoexpand"] = _legend_shown(data, layout)  # a legend may still need the margin to grow
     layout["margin"] = margin
+    dress(data, layout)  # the look, in the figure (figures.look): after the margins, whose settings win
+    layout.setdefault("datarevision", DATA_REVISION)
     return Finished(data=data, layout=_pruned(layout))
 
 
@@ -269,7 +277,7 @@ def _colorbars(data: Sequence[dict], layout: dict) -> Iterable[dict]:
     for name in [k for k in layout if re.fullmatch(r"coloraxis\d*", k)]:
         ax = layout[name]
         if ax.get("showscale") is not False:
-            yield {"thickness": 16, "xpad": 32, **(ax.get("colorbar") or {})}  # Streamlit's theme for coloraxis
+            yield {**COLOR_AXIS["colorbar"], **(ax.get("colorbar") or {})}  # figures.look's colour axis
 
 
 class AsBuilt(BaseFigure):

@@ -86,11 +86,11 @@ def heads_grid(
         ax = "" if i == 0 else str(i + 1)
         bottom = max(range(c, h, cols))  # the lowest panel in column c with a head: its labels show
         layout["xaxis" + ax] = {
-            "anchor": "y" + ax, "domain": list(x_dom[c]), **plain, **xticks,
+            "anchor": "y" + ax, "domain": list(x_dom[c]), **plain, "range": [-0.5, nk - 0.5], **xticks,
             **({} if i == bottom else {"matches": f"x{bottom + 1 if bottom else ''}", "showticklabels": False}),
         }  # fmt: skip
         layout["yaxis" + ax] = {
-            "anchor": "x" + ax, "domain": list(y_dom[r]), **plain, "autorange": "reversed", **yticks,
+            "anchor": "x" + ax, "domain": list(y_dom[r]), **plain, "range": [n - 0.5, -0.5], **yticks,
             **({} if c == 0 else {"matches": f"y{r * cols + 1 if r else ''}", "showticklabels": False}),
         }  # fmt: skip
         if i >= h:

@@ -147,7 +147,8 @@ def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable
         drawn[key] = fig
     with timed_plot():
         spec = AsBuilt(finish(fig))
-        return st.plotly_chart(spec, key=key, config=config, width="stretch", **kwargs)
+        # theme=None: the look is in the figure (figures.look), so the chart is drawn once, not twice
+        return st.plotly_chart(spec, key=key, config=config, width="stretch", theme=None, **kwargs)
 
 
 def _never_raises(callback: Callable[[], None]) -> Callable[[], None]:
