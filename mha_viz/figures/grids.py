@@ -66,7 +66,9 @@ def heads_grid(
     # The figure is written as Plotly's dict directly (what make_subplots + add_traces would produce, checked by
     # tests/test_finish.py against Plotly's own validation): building it through graph objects took 0.2-0.4 s
     # per layer, most of a layer change's server time.
-    x_dom = _domains(cols, 0.015 if cols <= 4 else 0.008)
+    # panels at least 24 px apart: a panel's y axis has zoom handles 20 px wide on its left (plotly.js DRAGGERSIZE),
+    # which would cover the top and bottom cells of the panel beside it (the axes' ranges end at the cells)
+    x_dom = _domains(cols, max(0.015 if cols <= 4 else 0.008, 24 / GRID_WIDTH_PX))
     y_dom = _domains(rows, min(0.3 / rows, 34 / height) if rows > 1 else 0.0)[::-1]  # row 0 on top
     z = _f32(pattern)
     labels, klabels = [_esc(t) for t in tokens], [_esc(t) for t in keys]
