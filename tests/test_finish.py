@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import plotly.tools
 import pytest
-from test_app import run_app, specs
+from test_app import array, run_app, specs
 
 from mha_viz.figures import comparison, heads_grid, look, matrix_heatmap, paired_bars, token_bars
 from mha_viz.figures.finish import DATA_REVISION, AsBuilt, finish
@@ -55,7 +55,11 @@ def test_no_template_no_automargin(name: str) -> None:
     assert layout["margin"]["autoexpand"] is (name == "paired")  # only a legend may still grow the margins
     assert finish(spec) is spec  # idempotent
     for own, sent in zip(fig.to_plotly_json()["data"], spec["data"], strict=True):  # the numbers are untouched
-        assert all(sent[k] == v for k, v in own.items())
+        for k, v in own.items():
+            if isinstance(v, dict) and "bdata" in v and "," not in str(v.get("shape", "")):  # 1-D: sent as a list
+                assert isinstance(sent[k], list) and np.array_equal(array(v), np.asarray(sent[k]))
+            else:
+                assert sent[k] == v
 
 
 def test_margins_hold_the_longest_labels() -> None:
@@ -115,3 +119,20 @@ def test_the_look_fills_only_what_the_figure_leaves() -> None:
     go.Figure(**spec)  # Plotly's own checks accept every value the look adds
     layout["xaxis"]["tickfont"]["color"] = "blue"
     assert json.dumps([look.LAYOUT, look.X_AXIS, look.Y_AXIS, look.COLOR_AXIS, look.TRACES]) == before
+
+
+def test_vectors_are_sent_as_plain_lists() -> None:
+    """A 1-D numeric array reaches plotly.js as a plain list (a typed one counts as changed in Plotly.react, and the
+    chart is drawn twice, see finish._plain_vectors), nested ones too; 2-D arrays stay typed; the numbers are the
+    same, float32 widened exactly."""
+    y = np.array([0.1, 2.5, -3.25], dtype=np.float32)
+    fig = go.Figure(
+        [
+            go.Bar(x=["a", "b", "c"], y=y, customdata=np.arange(3), marker={"color": y}),
+            go.Heatmap(z=np.ones((2, 3), dtype=np.float32)),
+        ]
+    )
+    bar, heat = finish(fig)["data"]
+    assert bar["y"] == [float(v) for v in y] and bar["customdata"] == [0, 1, 2]
+    assert bar["marker"]["color"] == bar["y"] and np.asarray(bar["y"], dtype=np.float32).tobytes() == y.tobytes()
+    assert isinstance(heat["z"], dict) and "bdata" in heat["z"]  # compact, and plotly.js gets rows in an array

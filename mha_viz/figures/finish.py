@@ -10,6 +10,7 @@ layer change). Labels keep their room: the estimate errs wide (see _text_px).
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 import re
@@ -49,7 +50,7 @@ def finish(fig: go.Figure | dict) -> Finished:
     if isinstance(fig, Finished):
         return fig
     spec = fig.to_plotly_json() if isinstance(fig, BaseFigure) else dict(fig)
-    data = [dict(t) for t in spec.get("data", ())]
+    data = [_plain_vectors(t) for t in spec.get("data", ())]
     layout = {k: v for k, v in dict(spec.get("layout", {})).items() if k != "template"}
     margin = dict(layout.get("margin") or {})
     left = bottom = 0.0
@@ -84,6 +85,26 @@ def finish(fig: go.Figure | dict) -> Finished:
     dress(data, layout)  # the look, in the figure (figures.look): after the margins, whose settings win
     layout.setdefault("datarevision", DATA_REVISION)
     return Finished(data=data, layout=_pruned(layout))
+
+
+def _plain_vectors(trace: dict) -> dict:
+    """The trace with every 1-D numeric array as a plain list (nested settings too, e.g. marker.color).
+
+    Sent as a typed array, a 1-D array reaches plotly.js as a Float32Array, which its figure comparison (Plotly.react)
+    does not count as an array: the chart's copy of the figure after its first draw then looks changed, and the
+    chart is computed and drawn a second time. Larger arrays (heatmaps' z, the grid's per-cell customdata) arrive as
+    rows in a plain array and stay typed (compact). The values are the same numbers (float32 widened exactly).
+    """
+    out = {}
+    for k, v in trace.items():
+        if isinstance(v, dict) and "bdata" in v and "," not in str(v.get("shape", "")):  # Plotly's typed array
+            v = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).tolist()
+        elif isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "fiub":
+            v = v.tolist()
+        elif isinstance(v, dict):
+            v = _plain_vectors(v)
+        out[k] = v
+    return out
 
 
 def _pruned(d: dict) -> dict:

@@ -123,7 +123,9 @@ def comparison(
         height=int(min(680, max(380, 18 * len(labels) + 220))),
         margin={"l": 10, "r": 10, "t": 80, "b": 70},
     )
-    fig.update_yaxes(autorange="reversed", type="category")
+    # reversed as a fixed range, not autorange="reversed": shared (matched) autoranged axes look changed to plotly.js
+    # after the first draw, and the chart is drawn again
+    fig.update_yaxes(range=[len(labels) - 0.5, -0.5], type="category")
     for ann in fig.layout.annotations:
         ann.font = {"size": 12}
     return safe(fig)
