@@ -164,8 +164,14 @@ WATCH_JS = """() => {
   const w = window.__mv = {last: performance.now(), runs: 0, drawn: 0, running: false, lt: []};
   const app = document.querySelector("[data-testid='stApp']");
   new MutationObserver(records => {
+    // A change inside a <canvas> is its fallback content, which the browser never draws: st.dataframe's grid
+    // writes its accessibility table there ~0.25 s after the grid is painted, and that is not a change a user sees.
+    const seen = records.filter(r => { const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      const inside = el && (el.tagName === 'CANVAS' ? r.type === 'childList' : el.parentElement && el.parentElement.closest('canvas'));
+      return !inside; });  // the canvas itself resized or restyled is a change
+    if (!seen.length) return;
     w.last = performance.now();
-    for (const r of records) {  // a chart redrawn (not its hover label) also means a run: a fragment's may be too
+    for (const r of seen) {  // a chart redrawn (not its hover label) also means a run: a fragment's may be too
       const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;  // quick to flip the script state
       if (el && el.closest('.js-plotly-plot') && !el.closest('.hoverlayer')) { w.drawn += 1; break; }
     }
