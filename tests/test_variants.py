@@ -196,10 +196,23 @@ def test_variants_view_on_minilm(minilm) -> None:
     assert_clean(at)
     grid, curve = specs(at)  # the first part alone: the others are drawn when their tab is opened
     maps = heatmaps(grid)
-    assert len(maps) == 24  # 12 heads, before and after
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[2], lm=minilm)
-    np.testing.assert_allclose(array(maps[0]["z"]), trace.pattern[0].numpy(), atol=1e-5)  # head 0 before
-    assert not np.allclose(array(maps[1]["z"]), array(maps[0]["z"]), atol=1e-3)  # head 0 after: changed
+    # at first the 4 heads whose patterns changed most, largest first: titles "head i before" / "...after: JS d"
+    titles = [a["text"] for a in grid["layout"]["annotations"] if a["text"].startswith("head ")]
+    assert len(maps) == 8 and len(titles) == 8
+    shown = [int(t.split()[1]) for t in titles[::2]]
+    js = [float(t.rsplit(" ", 1)[1]) for t in titles[1::2]]
+    assert js == sorted(js, reverse=True) and len(set(shown)) == 4
+    for k, h in enumerate(shown):
+        np.testing.assert_allclose(array(maps[2 * k]["z"]), trace.pattern[h].numpy(), atol=1e-5)  # head h before
+        assert not np.allclose(array(maps[2 * k + 1]["z"]), array(maps[2 * k]["z"]), atol=1e-3)  # after: changed
+    at.toggle(key="var_every_head").set_value(True).run()
+    maps = heatmaps(specs(at)[0])
+    assert len(maps) == 24  # every head, before and after, in head order
+    for h in range(12):
+        np.testing.assert_allclose(array(maps[2 * h]["z"]), trace.pattern[h].numpy(), atol=1e-5)
+    rest = [float(a["text"].rsplit(" ", 1)[1]) for a in specs(at)[0]["layout"]["annotations"] if "after: JS" in a["text"]]
+    assert sorted(rest, reverse=True)[:4] == js  # the four shown first are the four largest
     found = va.study(minilm, [SENTENCE])
     lines = {t["name"]: t for t in curve["data"]}
     for name in ("mean", "aligned", "orthogonal"):
@@ -292,7 +305,7 @@ def test_variants_view_on_smollm2() -> None:
     at = run_app(src="SmolLM2-135M (bundled)", view="Variants", layer="3")
     assert_clean(at)
     grid, curve = specs(at)
-    assert len(heatmaps(grid)) == 18  # 9 heads, before and after
+    assert len(heatmaps(grid)) == 8  # the 4 of 9 heads that changed most, before and after
     assert at.selectbox(key="var_g").options == ["1"]
     lines = {t["name"]: t for t in curve["data"]}
     mean, aligned = (array(lines[va.GROUPINGS[n]]["y"]) for n in ("mean", "aligned"))

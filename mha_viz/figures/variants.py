@@ -54,13 +54,18 @@ def cache_curve(
 
 
 def before_after(
-    before: np.ndarray, after: np.ndarray, distance: np.ndarray, tokens: Sequence[str], key_tokens: Sequence[str]
+    before: np.ndarray,
+    after: np.ndarray,
+    distance: np.ndarray,
+    tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    heads: Sequence[int] | None = None,
 ) -> go.Figure:
     """Each head's pattern before and after the conversion side by side (two heads per row), the distance in the
-    title. Shapes: before, after [h, q_pos, k_pos]; distance [h]."""
-    h = before.shape[0]
-    pairs = np.stack([before, after], 1).reshape(2 * h, *before.shape[1:])  # [2h, q, k]: before 0, after 0, ...
-    titles = [t for i in range(h) for t in (f"head {i} before", f"head {i} after: JS {distance[i]:.3f}")]
+    title; only ``heads`` (in that order) when given. Shapes: before, after [h, q_pos, k_pos]; distance [h]."""
+    shown = list(range(before.shape[0])) if heads is None else [int(i) for i in heads]
+    pairs = np.stack([before[shown], after[shown]], 1).reshape(2 * len(shown), *before.shape[1:])  # [2s, q, k]
+    titles = [t for i in shown for t in (f"head {i} before", f"head {i} after: JS {distance[i]:.3f}")]
     return heads_grid(pairs, tokens, titles, cols=4, clickable=False, key_tokens=key_tokens)
 
 

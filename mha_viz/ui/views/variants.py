@@ -18,6 +18,7 @@ from mha_viz.ui.context import Ctx, needs_pretrained
 from mha_viz.ui.memo import sized_cache
 
 MIB = 2**20
+MOST_CHANGED = 4  # heads shown before and after at first (the most changed; 8 panels, not 24: ~0.3 s less to draw)
 
 
 @sized_cache(max_entries=16, max_mb=8)
@@ -131,9 +132,15 @@ def _share(ctx: Ctx) -> None:
     after = get_patterns(*args, ctx.layer, point.groups, grouping)
     dist = variants.head_change(before, after)
     tokens, keys = ctx.base.tokens.labels, ctx.base.key_tokens.labels
-    plot(before_after(before, after, dist, tokens, keys), "variants_heads", ctx.c.image_format)
+    every = len(dist) <= MOST_CHANGED or st.toggle(
+        f"Show all {len(dist)} heads", value=False, key="var_every_head",
+        help=f"off: the {MOST_CHANGED} heads whose patterns changed most, largest change first",
+    )  # fmt: skip
+    shown = None if every else np.argsort(-dist, kind="stable")[:MOST_CHANGED]
+    plot(before_after(before, after, dist, tokens, keys, shown), "variants_heads", ctx.c.image_format)
+    which = "" if every else f"The {MOST_CHANGED} of {len(dist)} heads whose patterns changed most, largest first. "
     st.caption(
-        f"JS = the mean Jensen-Shannon distance over query rows between a head's pattern before and after (0: "
+        f"{which}JS = the mean Jensen-Shannon distance over query rows between a head's pattern before and after (0: "
         f"unchanged, 1: disjoint). Largest: head {int(dist.argmax())} ({dist.max():.3f}); mean {dist.mean():.3f}."
     )
 
