@@ -166,9 +166,12 @@ WATCH_JS = """() => {
   new MutationObserver(records => {
     // A change inside a <canvas> is its fallback content, which the browser never draws: st.dataframe's grid
     // writes its accessibility table there ~0.25 s after the grid is painted, and that is not a change a user sees.
-    const seen = records.filter(r => { const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
-      const inside = el && (el.tagName === 'CANVAS' ? r.type === 'childList' : el.parentElement && el.parentElement.closest('canvas'));
-      return !inside; });  // the canvas itself resized or restyled is a change
+    const seen = records.filter(r => {  // the canvas itself resized or restyled is a change
+      const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      if (!el) return true;
+      const up = el.parentElement;
+      return !(el.tagName === 'CANVAS' ? r.type === 'childList' : up && up.closest('canvas'));
+    });
     if (!seen.length) return;
     w.last = performance.now();
     for (const r of seen) {  // a chart redrawn (not its hover label) also means a run: a fragment's may be too

@@ -211,7 +211,8 @@ def test_variants_view_on_minilm(minilm) -> None:
     assert len(maps) == 24  # every head, before and after, in head order
     for h in range(12):
         np.testing.assert_allclose(array(maps[2 * h]["z"]), trace.pattern[h].numpy(), atol=1e-5)
-    rest = [float(a["text"].rsplit(" ", 1)[1]) for a in specs(at)[0]["layout"]["annotations"] if "after: JS" in a["text"]]
+    notes = specs(at)[0]["layout"]["annotations"]
+    rest = [float(a["text"].rsplit(" ", 1)[1]) for a in notes if "after: JS" in a["text"]]
     assert sorted(rest, reverse=True)[:4] == js  # the four shown first are the four largest
     found = va.study(minilm, [SENTENCE])
     lines = {t["name"]: t for t in curve["data"]}
