@@ -222,8 +222,9 @@ def test_roles_table_and_where_ranking(minilm) -> None:
     expected = np.stack([t.pattern[:, q, k].numpy() for t in found])
     np.testing.assert_allclose(z, expected, atol=1e-6)
     best = np.unravel_index(int(np.argmax(expected)), expected.shape)
-    assert any(m.value.startswith(f"1. layer {best[0]}, head {best[1]}:") for m in at.markdown)
-    at.button(key="where_open_1").click().run()  # jump to the top head
+    assert at.pills(key="where_top").options[0].startswith(f"1. layer {best[0]}, head {best[1]}:")
+    assert at.pills(key="where_top").value == 0  # the top head is the one shown, its pill lit
+    at.button(key="where_open").click().run()  # jump to the shown head
     assert at.selectbox(key="layer").value == best[0] and at.selectbox(key="head").value == best[1]
 
 

@@ -267,9 +267,9 @@ def test_default_candidates() -> None:
 
 def test_app_where_show_button_and_two_word_replacement(minilm) -> None:
     at = run_app(view="Where does it look?")
-    label = next(m.value for m in at.markdown if m.value.startswith("3. "))  # "3. layer L, head H: w"
+    label = at.pills(key="where_top").options[2]  # "3. layer L, head H: w"
     la, he = (int(x) for x in label[3:].split(":")[0].replace("layer ", "").replace(" head ", "").split(","))
-    at.button(key="where_show_3").click().run()
+    at.pills(key="where_top").set_value(2).run()
     clean(at)
     assert (at.selectbox(key="where_layer").value, at.selectbox(key="where_head").value) == (la, he)
     assert any(t.startswith(f"Layer {la}, head {he}: attention weights") for t in titles(at))

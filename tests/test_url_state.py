@@ -109,9 +109,12 @@ def test_opening_a_head_from_another_tab_writes_it_into_the_link(minilm) -> None
     at = run_app(view="Where does it look?")
     assert_clean(at)
     assert "head" not in at.query_params
-    second = next(m.value for m in at.markdown if m.value.startswith("2. layer"))  # not the found head
+    second = at.pills(key="where_top").options[1]  # "2. layer L, head H: w", not the found head
     la, he = (int(x) for x in re.findall(r"\d+", second.split(":")[0])[1:])
-    at.button(key="where_open_2").click().run()
+    at.pills(key="where_top").set_value(1).run()  # shown below
+    assert (at.selectbox(key="where_layer").value, at.selectbox(key="where_head").value) == (la, he)
+    assert at.pills(key="where_top").value == 1  # its pill lit
+    at.button(key="where_open").click().run()  # and opened in the Heads tab
     assert_clean(at)
     assert at.selectbox(key="layer").value == la and at.selectbox(key="head").value == he
     assert _qp(at, "head") == [f"head {he}"]
@@ -127,16 +130,17 @@ def test_where_show_then_a_new_query_falls_back_without_an_error(minilm) -> None
     """Show a head (its layer and head go into the link), then pick another query token: the shown head is the
     new pair's top head again (forget() used to delete the bound parameters directly, and Streamlit raised)."""
     at = run_app(view="Where does it look?")
-    at.button(key="where_show_4").click().run()
-    fourth = next(m.value for m in at.markdown if m.value.startswith("4. layer"))
+    at.pills(key="where_top").set_value(3).run()
+    fourth = at.pills(key="where_top").options[3]
     la, he = (int(x) for x in re.findall(r"\d+", fourth.split(":")[0])[1:])
     assert (at.selectbox(key="where_layer").value, at.selectbox(key="where_head").value) == (la, he)
     assert (_qp(at, "where_layer"), _qp(at, "where_head")) == ([str(la)], [str(he)])
     at.selectbox(key="where_q").set_value("the (1)").run()
     assert_clean(at)
-    first = next(m.value for m in at.markdown if m.value.startswith("1. layer"))
+    first = at.pills(key="where_top").options[0]
     top = tuple(int(x) for x in re.findall(r"\d+", first.split(":")[0])[1:])
     assert (at.selectbox(key="where_layer").value, at.selectbox(key="where_head").value) == top
+    assert at.pills(key="where_top").value == 0
 
 
 def test_circuits_head_from_the_link(minilm) -> None:

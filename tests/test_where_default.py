@@ -28,7 +28,7 @@ def test_decoder_opens_on_a_visible_key_and_names_a_hidden_one(bart_dir: str) ->
     assert at.sidebar.radio(key="part").value == "decoder"
     q, k = at.selectbox(key="where_q"), at.selectbox(key="where_k")
     assert k.options.index(k.value) <= q.options.index(q.value), (q.value, k.value)  # the query sees the key
-    first = next(m.value for m in at.markdown if m.value.startswith("1. "))
+    first = at.pills(key="where_top").options[0]  # "1. layer L, head H: w"
     assert not first.endswith(": 0.000"), first
     assert not any("hides" in w.value for w in at.warning)
     assert any("a key this query can see" in c.value for c in at.caption)  # why it opened there

@@ -1,5 +1,5 @@
 """The Where does it look? tab: one query token's weight on one key token in every layer × head; a click on the
-map (or a Show button) opens that head right here, an Open button in the Heads tab."""
+map (or a top head's pill) opens that head right here, its Open button in the Heads tab."""
 
 from __future__ import annotations
 
@@ -89,30 +89,41 @@ def where_view(ctx: Ctx) -> None:
     layer_head_map(weights, title, ctx.value_name, "where_map", ctx.c.image_format, on_select=_on_map_click)
     order = np.argsort(-weights, axis=None, kind="stable")[:10]
     ranked = [(int(i // H), int(i % H), float(weights.flat[i])) for i in order]
-    st.markdown("**Top heads** (rank, layer, head, weight): *Show* opens the head below, *Open* in the Heads tab.")
-    for rank, (la, he, w) in enumerate(ranked, 1):
-        a, b, c = st.columns([4, 1, 1])
-        a.write(f"{rank}. layer {la}, head {he}: {w:.3f}")
-        b.button("Show", key=f"where_show_{rank}", on_click=_show_head, args=(la, he))
-        c.button("Open", key=f"where_open_{rank}", on_click=_open_head, args=(la, he))
-    _shown_head(ctx, weights, q, k, focus_head(weights[:, :, None, None], 0, 0)[:2])
+    top = focus_head(weights[:, :, None, None], 0, 0)[:2]
+    valid_choice("where_layer", list(range(L)), top[0])
+    valid_choice("where_head", list(range(H)), top[1])
+    shown = (st.session_state["where_layer"], st.session_state["where_head"])
+    # the pill of the shown head is the one lit (none when the head shown is not among the ten)
+    st.session_state["where_top"] = next((r for r, (la, he, _) in enumerate(ranked) if (la, he) == shown), None)
+    st.markdown("**Top heads** (rank, layer, head, weight): pick one to show it below.")
+    st.pills(
+        "Top heads", list(range(len(ranked))), key="where_top", label_visibility="collapsed", on_change=_pick_top,
+        args=(ranked,), format_func=lambda r: f"{r + 1}. layer {ranked[r][0]}, head {ranked[r][1]}: {ranked[r][2]:.3f}",
+    )  # fmt: skip
+    _shown_head(ctx, weights, q, k)
     rows = [[la, he, f"{weights[la, he]:.6g}"] for la in range(L) for he in range(H)]
     downloads("where", csv_data=csv_bytes(["layer", "head", ctx.value_name.replace(" ", "_")], rows))
 
 
-def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int, top: tuple[int, int]) -> None:
-    """The opened head's whole pattern (the top head until a cell or a Show button picks another); beyond
-    WINDOW_FROM tokens a window of its query rows.
+def _pick_top(ranked: list[tuple[int, int, float]]) -> None:
+    """A top head's pill: show that head below (a second click on the lit pill keeps it shown)."""
+    r = st.session_state.get("where_top")
+    if r is not None:
+        _show_head(*ranked[r][:2])
+
+
+def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int) -> None:
+    """The opened head's whole pattern (the top head until a cell or a top head's pill picks another), with a
+    button that opens it in the Heads tab; beyond WINDOW_FROM tokens a window of its query rows.
 
     Shapes: weights [L, H] (query q on key k)."""
     L, H = weights.shape
     labels, key_labels = ctx.base.tokens.labels, ctx.base.key_tokens.labels
     n, nk = len(labels), len(key_labels)
-    valid_choice("where_layer", list(range(L)), top[0])
-    valid_choice("where_head", list(range(H)), top[1])
-    a, b = st.columns(2)
+    a, b, c = st.columns([2, 2, 1], vertical_alignment="bottom")
     la = int(a.selectbox("Shown layer", list(range(L)), key="where_layer", bind="query-params"))
     he = int(b.selectbox("Shown head", list(range(H)), key="where_head", bind="query-params"))
+    c.button("Open in Heads", key="where_open", on_click=_open_head, args=(la, he), help="the Heads tab on this head")
     p = shown_pattern(ctx.trace(la, x=False), ctx.measure)[he]  # [n_q, n_k]
     w = float(p[q, k])
     rows = row_window(n, WINDOW_ROWS, "where_rows", "the shown head", q) if n > WINDOW_FROM else slice(0, n)
