@@ -13,25 +13,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from mha_viz.config import Config
-from mha_viz.edits import divisors
 from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.own import save_weights
 from mha_viz.pipeline import road as pipeline
 from mha_viz.pipeline.road import Call, LoadedModel, Tokens
-from mha_viz.pooling import block_means, pool_factor
 from mha_viz.runtime.threads import adapt_now
-from mha_viz.studies import circuit_report, claims, importance
 from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 from mha_viz.ui.guard import unchecked, watch_model
-from mha_viz.ui.memo import CACHES, SizedCache, sized_cache, tune_allocator
+from mha_viz.ui.memo import sized_cache, tune_allocator
 from mha_viz.ui.model_store import ModelStore
 
 tune_allocator()  # the app's process: big arrays go back to the system when freed
-MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
 
 
 @dataclass(frozen=True)
@@ -241,73 +236,6 @@ def get_all_patterns(
     return studies.all_patterns(lm, recording_of(config, text, target), part, config, measure)
 
 
-def sweep_counts(width: int) -> list[int]:
-    return [h for h in divisors(width) if h <= MAX_SWEEP_HEADS]
-
-
-def _plain_layer(config: Config, text: str, target: str | None, part: str | None, layer: int):
-    """(weights, X) of a plain-linear layer (own weights: the whole layer)."""
-    if config.own:
-        w = pipeline.own_weights(config)
-        return w, pipeline.own_input(model_of(config), text, config, w.d_model)[1]
-    lm = model_of(config)
-    rec = whole_layer(config, text, target, part, layer)
-    part = lm.part(part)
-    return pipeline.layer_weights(lm, rec, part, layer), pipeline.layer_input(rec, part, layer)
-
-
-@sized_cache(max_entries=16, max_mb=16)
-def get_sweep(config: Config, text: str, target: str | None, part: str | None, layer: int) -> dict[str, list[float]]:
-    weights, x = _plain_layer(config, text, target, part, layer)
-    counts = sweep_counts(weights.n_heads * weights.d_head)
-    return studies.headcount_sweep(weights, x, counts, Config(causal=config.causal, scaled=config.scaled,
-                                                              device=config.device))  # fmt: skip
-
-
-@sized_cache(max_entries=16, max_mb=64)
-def get_identity_pair(
-    config: Config, text: str, target: str | None, part: str | None, layer: int
-) -> claims.Equivalence:
-    """Claim (b) on a plain layer: h = 1 with W^O = I against plain self-attention, with the sidebar's scaling
-    and the layer's mask."""
-    weights, x = _plain_layer(config, text, target, part, layer)
-    allowed = torch.isfinite(get_trace(config, text, target, part, layer).scores[0])  # [n, n]
-    return claims.identity_equivalence(weights, x, scaled=config.scaled, allowed=None if allowed.all() else allowed)
-
-
-@sized_cache(max_entries=16, max_mb=64)
-def get_loop_vs_batched(
-    config: Config, text: str, target: str | None, part: str | None, layer: int, plain: bool
-) -> claims.Equivalence:
-    """Claim (a) on this layer as traced: a loop over heads against one big matrix (from X on plain layers)."""
-    trace = get_trace(config, text, target, part, layer)
-    weights, x = _plain_layer(config, text, target, part, layer) if plain else (None, None)
-    return claims.loop_vs_batched(trace, weights, x)
-
-
-@sized_cache(max_entries=16, max_mb=16)
-def get_plain_weights(config: Config, text: str, target: str | None, part: str | None, layer: int) -> AttentionWeights:
-    """A plain layer's projections (the Lesson names their biases)."""
-    return _plain_layer(config, text, target, part, layer)[0]
-
-
-@sized_cache(max_entries=16, max_mb=16)
-def get_roles(config: Config, text: str, target: str | None, part: str | None) -> list[dict]:
-    """Role scores and labels for every layer × head (see roles.head_roles)."""
-    tokens = (
-        tokens_of(config, text)
-        if config.own
-        else recording_of(config, text, target).query_tokens(model_of(config).part(part))
-    )
-    return studies.roles_table(tokens, get_all_patterns(config, text, target, part))
-
-
-@sized_cache(max_entries=16, max_mb=32)
-def get_ablation(config: Config, text: str, target: str | None, plan: tuple) -> dict:
-    """The whole model's output with heads zeroed: plan = (((part, layer), (heads...)), ...)."""
-    return studies.ablation_effect(model_of(config), text, {key: list(hs) for key, hs in plan}, target)
-
-
 @sized_cache(max_entries=4, max_mb=160)
 def get_own_weights(config: Config) -> AttentionWeights:
     """Own weights (made or loaded once per config; at most 4 × 64 MB)."""
@@ -323,142 +251,3 @@ def get_weights_file(config: Config) -> bytes:
 def tokens_of(config: Config, text: str) -> Tokens:
     """The text's tokens with this config's model (for a second sentence)."""
     return pipeline.encode(model_of(config), text)[0] if not config.own else get_own(config, text)[0]
-
-
-# --- issue 13: circuits, importance ----------------------------------------------------------------
-@sized_cache(max_entries=8, max_mb=64)
-def get_head_weights(config: Config, part: str, layer: int) -> circuit_report.HeadWeights:
-    return circuit_report.layer_weights(model_of(config), part, layer)
-
-
-@sized_cache(max_entries=8, max_mb=1)
-def get_copying_map(config: Config, part: str) -> np.ndarray:
-    """Every head's OV copying score. Shapes: [n_layers, n_heads]."""
-    return circuit_report.copying_map(model_of(config), part)
-
-
-@sized_cache(max_entries=32, max_mb=4)
-def get_token_pairs(config: Config, text: str, target: str | None, part: str, layer: int, head: int) -> dict:
-    lm = model_of(config)
-    ids = recording_of(config, text, target).query_tokens(lm.part(part)).ids
-    return circuit_report.token_pairs(lm, get_head_weights(config, part, layer), head, ids)
-
-
-IMPORTANCE = SizedCache("importance", max_entries=16, max_bytes=4 * 2**20)
-CACHES.append(IMPORTANCE)
-
-
-def _imp_key(kind: str, config: Config, texts: tuple[str, ...], target: str | None, part: str) -> tuple:
-    return (kind, config.model_name, config.model_device, texts, target, part)
-
-
-def has_importance(kind: str, config: Config, texts: tuple[str, ...], target: str | None, part: str) -> bool:
-    """Whether the importance scan ("importance") or the pruning curve ("curve") is already computed."""
-    return _imp_key(kind, config, texts, target, part) in IMPORTANCE
-
-
-def get_importance(
-    config: Config, texts: tuple[str, ...], target: str | None, part: str, progress: importance.Progress | None = None
-) -> np.ndarray:
-    """Every head's importance (see importance.head_importance), computed once per (model, texts, part)."""
-    key = _imp_key("importance", config, texts, target, part)
-
-    def compute() -> np.ndarray:
-        return importance.head_importance(importance.Scorer(model_of(config), texts, part, target), progress)
-
-    return IMPORTANCE.get_or_compute(key, compute)
-
-
-def get_curve(
-    config: Config, texts: tuple[str, ...], target: str | None, part: str, progress: importance.Progress | None = None
-) -> dict[str, np.ndarray]:
-    """The pruning curve by importance and in random orders: {"steps", "by_importance", "random" [r, k]}."""
-    key = _imp_key("curve", config, texts, target, part)
-
-    def compute() -> dict[str, np.ndarray]:
-        scorer = importance.Scorer(model_of(config), texts, part, target)
-        return importance.pruning_curves(scorer, get_importance(config, texts, target, part), progress)
-
-    return IMPORTANCE.get_or_compute(key, compute)
-
-
-# --- long texts: rows, (query, key) maps and pooled tiles without [L, H, n, n] (mha_viz.pipeline.rows) ---------------
-@sized_cache(max_entries=32, max_mb=4)
-def get_focus_weights(
-    config: Config, text: str, target: str | None, part: str | None, q: int, k: int, measure: str = "weight"
-) -> np.ndarray:
-    """Query q's weight (or contribution share) on key k in every layer × head. Shapes: [L, H] float32."""
-    from mha_viz.pipeline import rows
-
-    if config.own:
-        return own_patterns(config, text, measure)[:, :, q, k]
-    return rows.focus_weights(model_of(config), recording_of(config, text, target), part, config, q, k, measure)
-
-
-@sized_cache(max_entries=16, max_mb=16)
-def get_focus_column(
-    config: Config, text: str, target: str | None, part: str | None, k: int, queries: tuple[int, ...] | None = None
-) -> np.ndarray:
-    """Query rows' (default: every query's) weight on key k in every layer × head (pretrained models).
-    Shapes: [L, H, n_queries] float32."""
-    from mha_viz.pipeline import rows
-
-    return rows.focus_column(model_of(config), recording_of(config, text, target), part, config, k, queries)
-
-
-@sized_cache(max_entries=16, max_mb=64)
-def get_pooled_patterns(
-    config: Config, text: str, target: str | None, part: str | None, max_cells: int, measure: str = "weight",
-    keep: tuple[int, ...] | None = None, keep_k: tuple[int, ...] | None = None,
-) -> tuple[np.ndarray, int]:  # fmt: skip
-    """Every layer's pattern block-averaged to at most ``max_cells`` per side (rows ``keep`` and keys ``keep_k``
-    only, renormalised; None: all). Shapes: ([L, H, m_q, m_k] float32, block side f)."""
-    from mha_viz.pipeline import rows
-
-    if config.own:
-        p = own_patterns(config, text, measure)  # [1, H, n, n]
-        p = p if keep is None else p[:, :, list(keep)]
-        p = rows.renormalised(p, None if keep_k is None else np.asarray(keep_k))
-        f = pool_factor(p.shape[-2], p.shape[-1], max_cells)
-        return block_means(p, f), f
-    lm = model_of(config)
-    return rows.pooled_patterns(lm, recording_of(config, text, target), part, config, max_cells, measure, keep, keep_k)
-
-
-@sized_cache(max_entries=32, max_mb=64)
-def get_layer_rows(
-    config: Config, text: str, target: str | None, part: str | None, layer: int, start: int, stop: int,
-    measure: str = "weight",
-) -> np.ndarray:  # fmt: skip
-    """Query rows start…stop-1 of one layer's pattern. Shapes: [H, stop - start, n_k] float32."""
-    from mha_viz.pipeline import rows
-
-    if config.own:
-        return own_patterns(config, text, measure)[0, :, start:stop]
-    lm = model_of(config)
-    return rows.layer_rows(lm, recording_of(config, text, target), part, layer, config, slice(start, stop), measure)
-
-
-@sized_cache(max_entries=64, max_mb=1)
-def get_role_labels(
-    config: Config, text: str, target: str | None, part: str | None, layer: int, tokens: Tokens
-) -> tuple[str, ...]:
-    """Each head's role label from this layer's own pattern (roles.head_roles; the Heads grid's titles), computed
-    once per layer: at 2048 tokens it reads 9 × 2048 × 2048 weights. ``tokens``: the layer's query tokens."""
-    from mha_viz.analysis.roles import head_roles, is_punctuation
-
-    special = np.asarray(tokens.special, dtype=bool)
-    names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
-    punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
-    pattern = get_trace(config, text, target, part, layer, x=False).pattern.numpy()  # [h, n, n]
-    return tuple(str(label) for label in head_roles(pattern, special, punct, names, tokens.ids)["label"])
-
-
-@sized_cache(max_entries=32, max_mb=16)
-def get_focus_rows(config: Config, text: str, target: str | None, part: str | None, q: int) -> np.ndarray:
-    """Query q's row of every layer × head's weights. Shapes: [L, H, n_k] float32."""
-    from mha_viz.pipeline import rows
-
-    if config.own:
-        return own_patterns(config, text)[:, :, q]
-    return rows.focus_rows(model_of(config), recording_of(config, text, target), part, config, q)

@@ -16,7 +16,8 @@ from mha_viz.analysis.referents import default_pair, focus_head, specific_head
 from mha_viz.config import Config
 from mha_viz.pipeline.road import encode
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import get_focus_column, model_of, provisional
+from mha_viz.ui.cache import model_of, provisional
+from mha_viz.ui.cache_rows import get_focus_column
 from mha_viz.ui.links import plain
 
 log = logging.getLogger("mha_viz")

@@ -6,7 +6,7 @@ import streamlit as st
 
 from mha_viz.config import PART_NAMES
 from mha_viz.figures import token_bars
-from mha_viz.ui.cache import get_ablation
+from mha_viz.ui.cache_studies import get_ablation
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, follow_head
 

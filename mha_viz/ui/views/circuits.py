@@ -7,7 +7,7 @@ import streamlit as st
 
 from mha_viz.figures import spectra
 from mha_viz.studies import circuits
-from mha_viz.ui.cache import get_copying_map, get_head_weights, get_token_pairs
+from mha_viz.ui.cache_studies import get_copying_map, get_head_weights, get_token_pairs
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, clicked_points, follow_head, open_head
 

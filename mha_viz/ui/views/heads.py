@@ -12,7 +12,8 @@ from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
 from mha_viz.figures.common import plural, pool_blocks
 from mha_viz.pipeline.budget import check_grid
 from mha_viz.trace import AttentionTrace
-from mha_viz.ui.cache import get_role_labels, provisional
+from mha_viz.ui.cache import provisional
+from mha_viz.ui.cache_rows import get_role_labels
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, clicked_points, keep_layer, opened_head, set_linked, take_focus, valid_choice
 from mha_viz.ui.found import found_head

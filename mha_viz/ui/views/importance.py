@@ -9,7 +9,8 @@ import streamlit as st
 
 from mha_viz.figures import pruning_figure
 from mha_viz.studies import importance
-from mha_viz.ui.cache import get_curve, get_importance, has_importance, model_of
+from mha_viz.ui.cache import model_of
+from mha_viz.ui.cache_studies import get_curve, get_importance, has_importance
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, clicked_points, open_head
 from mha_viz.ui.links import check_choice

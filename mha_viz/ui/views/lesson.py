@@ -12,7 +12,7 @@ from mha_viz.analysis.lesson import Panel, build_steps, default_head, focus_row,
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.figures.lesson import mark_row
 from mha_viz.studies.claims import Equivalence, identity_blocker
-from mha_viz.ui.cache import get_identity_pair, get_loop_vs_batched, get_plain_weights
+from mha_viz.ui.cache_studies import get_identity_pair, get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.common import cached_figure, forget_figures, plot
 from mha_viz.ui.context import Ctx, follow_head, valid_choice
 from mha_viz.ui.lazy import LazyBoxes

@@ -7,7 +7,7 @@ import streamlit as st
 
 from mha_viz.figures import GRID_MAX_CELLS, overview
 from mha_viz.figures.common import OVERVIEW_TILE, plural
-from mha_viz.ui.cache import get_pooled_patterns
+from mha_viz.ui.cache_rows import get_pooled_patterns
 from mha_viz.ui.common import downloads, plot, shown
 from mha_viz.ui.context import Ctx, clicked_points, open_head
 

@@ -10,7 +10,8 @@ import streamlit as st
 from mha_viz.analysis.referents import second_sentence
 from mha_viz.figures import token_bars
 from mha_viz.studies import patching as pt
-from mha_viz.ui.cache import get_role_labels, model_of, tokens_of
+from mha_viz.ui.cache import model_of, tokens_of
+from mha_viz.ui.cache_rows import get_role_labels
 from mha_viz.ui.common import csv_bytes, downloads, kept_input, layer_head_map, plot
 from mha_viz.ui.context import Ctx, clicked_points, open_head
 from mha_viz.ui.memo import CACHES, SizedCache

@@ -8,7 +8,7 @@ import streamlit as st
 
 from mha_viz.analysis.roles import ROLE_RULES, SCORE_KEYS
 from mha_viz.figures import roles_map
-from mha_viz.ui.cache import get_roles
+from mha_viz.ui.cache_studies import get_roles
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, clicked_points, open_head
 

@@ -22,7 +22,8 @@ from mha_viz.analysis.referents import (
     shared_weights,
 )
 from mha_viz.figures import matrix_heatmap, paired_bars
-from mha_viz.ui.cache import get_focus_rows, get_trace, recording_of, tokens_of
+from mha_viz.ui.cache import get_trace, recording_of, tokens_of
+from mha_viz.ui.cache_rows import get_focus_rows
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, set_linked, valid_choice
 from mha_viz.ui.sidebar import check_text, plain

@@ -257,7 +257,7 @@ def get_usage(model_name: str, device: str, text: str, target: str | None, part:
 @sized_cache(max_entries=8, max_mb=4)
 def get_moh(config: Config, text: str, target: str | None, part: str) -> moh.MohCurve:
     """Routed against static pruning for every k (moh.moh_curve), the importance from the shared cache."""
-    from mha_viz.ui.cache import get_importance
+    from mha_viz.ui.cache_studies import get_importance
 
     bar = st.progress(0.0, text="Head importance…")
 

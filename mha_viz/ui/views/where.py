@@ -9,7 +9,7 @@ import streamlit as st
 from mha_viz.analysis.norms import shown_pattern
 from mha_viz.analysis.referents import default_pair, focus_head
 from mha_viz.figures import matrix_heatmap
-from mha_viz.ui.cache import get_focus_weights
+from mha_viz.ui.cache_rows import get_focus_weights
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx, forget, map_click, open_head, set_linked, valid_choice
 from mha_viz.ui.sidebar import plain

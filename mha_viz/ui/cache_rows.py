@@ -1,0 +1,80 @@
+"""The dashboard's caches of a text's rows and maps without every layer's [H, n, n] at once (mha_viz.pipeline.rows):
+one query's weights in every layer × head, one key's column, pooled tiles, each layer's role labels. Long texts
+(a slim recording) compute them layer by layer; own weights from their one traced layer."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_viz.config import Config
+from mha_viz.pipeline.road import Tokens
+from mha_viz.pooling import block_means, pool_factor
+from mha_viz.ui.cache import get_trace, model_of, own_patterns, recording_of
+from mha_viz.ui.memo import sized_cache
+
+
+@sized_cache(max_entries=32, max_mb=4)
+def get_focus_weights(
+    config: Config, text: str, target: str | None, part: str | None, q: int, k: int, measure: str = "weight"
+) -> np.ndarray:
+    """Query q's weight (or contribution share) on key k in every layer × head. Shapes: [L, H] float32."""
+    from mha_viz.pipeline import rows
+
+    if config.own:
+        return own_patterns(config, text, measure)[:, :, q, k]
+    return rows.focus_weights(model_of(config), recording_of(config, text, target), part, config, q, k, measure)
+
+
+@sized_cache(max_entries=16, max_mb=16)
+def get_focus_column(
+    config: Config, text: str, target: str | None, part: str | None, k: int, queries: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """Query rows' (default: every query's) weight on key k in every layer × head (pretrained models).
+    Shapes: [L, H, n_queries] float32."""
+    from mha_viz.pipeline import rows
+
+    return rows.focus_column(model_of(config), recording_of(config, text, target), part, config, k, queries)
+
+
+@sized_cache(max_entries=16, max_mb=64)
+def get_pooled_patterns(
+    config: Config, text: str, target: str | None, part: str | None, max_cells: int, measure: str = "weight",
+    keep: tuple[int, ...] | None = None, keep_k: tuple[int, ...] | None = None,
+) -> tuple[np.ndarray, int]:  # fmt: skip
+    """Every layer's pattern block-averaged to at most ``max_cells`` per side (rows ``keep`` and keys ``keep_k``
+    only, renormalised; None: all). Shapes: ([L, H, m_q, m_k] float32, block side f)."""
+    from mha_viz.pipeline import rows
+
+    if config.own:
+        p = own_patterns(config, text, measure)  # [1, H, n, n]
+        p = p if keep is None else p[:, :, list(keep)]
+        p = rows.renormalised(p, None if keep_k is None else np.asarray(keep_k))
+        f = pool_factor(p.shape[-2], p.shape[-1], max_cells)
+        return block_means(p, f), f
+    lm = model_of(config)
+    return rows.pooled_patterns(lm, recording_of(config, text, target), part, config, max_cells, measure, keep, keep_k)
+
+
+@sized_cache(max_entries=64, max_mb=1)
+def get_role_labels(
+    config: Config, text: str, target: str | None, part: str | None, layer: int, tokens: Tokens
+) -> tuple[str, ...]:
+    """Each head's role label from this layer's own pattern (roles.head_roles; the Heads grid's titles), computed
+    once per layer: at 2048 tokens it reads 9 × 2048 × 2048 weights. ``tokens``: the layer's query tokens."""
+    from mha_viz.analysis.roles import head_roles, is_punctuation
+
+    special = np.asarray(tokens.special, dtype=bool)
+    names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
+    punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
+    pattern = get_trace(config, text, target, part, layer, x=False).pattern.numpy()  # [h, n, n]
+    return tuple(str(label) for label in head_roles(pattern, special, punct, names, tokens.ids)["label"])
+
+
+@sized_cache(max_entries=32, max_mb=16)
+def get_focus_rows(config: Config, text: str, target: str | None, part: str | None, q: int) -> np.ndarray:
+    """Query q's row of every layer × head's weights. Shapes: [L, H, n_k] float32."""
+    from mha_viz.pipeline import rows
+
+    if config.own:
+        return own_patterns(config, text)[:, :, q]
+    return rows.focus_rows(model_of(config), recording_of(config, text, target), part, config, q)
