@@ -20,10 +20,6 @@ WINDOW_FROM, WINDOW_ROWS = 512, 256  # the shown head beyond 512 tokens: 256 que
 SHOWN = ("where_layer", "where_head")
 
 
-def _open_head(layer: int, head: int) -> None:
-    open_head(layer, head)
-
-
 def _show_head(layer: int, head: int) -> None:
     set_linked(where_layer=layer, where_head=head)
 
@@ -123,7 +119,7 @@ def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int) -> None:
     a, b, c = st.columns([2, 2, 1], vertical_alignment="bottom")
     la = int(a.selectbox("Shown layer", list(range(L)), key="where_layer", bind="query-params"))
     he = int(b.selectbox("Shown head", list(range(H)), key="where_head", bind="query-params"))
-    c.button("Open in Heads", key="where_open", on_click=_open_head, args=(la, he), help="the Heads tab on this head")
+    c.button("Open in Heads", key="where_open", on_click=open_head, args=(la, he), help="the Heads tab on this head")
     p = shown_pattern(ctx.trace(la, x=False), ctx.measure)[he]  # [n_q, n_k]
     w = float(p[q, k])
     rows = row_window(n, WINDOW_ROWS, "where_rows", "the shown head", q) if n > WINDOW_FROM else slice(0, n)
