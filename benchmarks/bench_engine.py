@@ -83,7 +83,7 @@ def _measured(fn) -> tuple[object, float, float]:
     """(result, seconds, peak MB above the resident memory before), the peak from VmHWM reset first."""
     import gc
 
-    from mha_viz.ui.memo import release_memory
+    from mha_viz.runtime.allocator import release_memory
 
     gc.collect()
     release_memory()
@@ -105,7 +105,7 @@ def long_text_run(n_long: int, layer: int) -> None:
     from mha_viz.models.run import run_layer, run_model
     from mha_viz.models.tokens import Tokens
     from mha_viz.pipeline.road import Recording, layer_trace
-    from mha_viz.ui.memo import tune_allocator
+    from mha_viz.runtime.allocator import tune_allocator
 
     tune_allocator()  # as in the app: big blocks go back to the system when freed
     lm = load_model("smollm2", "cpu")

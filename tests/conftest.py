@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 
-import pytest
-import torch
-from hypothesis import settings
+from mha_viz.runtime.allocator import huge_pages
 
-from mha_viz.own import init_weights
-from mha_viz.trace import AttentionWeights
+huge_pages()  # as the app and the CLI do, before torch loads: every exactness test runs on the same memory set-up
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from mha_viz.own import init_weights  # noqa: E402
+from mha_viz.trace import AttentionWeights  # noqa: E402
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 settings.register_profile("ci", derandomize=True, print_blob=True)  # same examples on every CI run

@@ -26,7 +26,8 @@ from mha_viz.cli import variants as variants_cli
 from mha_viz.cli.options import add_device, check_out, is_own, model_name, placement, pretrained
 from mha_viz.config import MAX_D_MODEL, MAX_HEADS, MAX_SEED
 from mha_viz.errors import MhaVizError
-from mha_viz.runtime.threads import adapt, configure_threads
+from mha_viz.runtime import before_torch
+from mha_viz.runtime.threads import adapt
 
 if TYPE_CHECKING:  # the CLI parses its arguments before torch and numpy load (--help, errors: fast)
     import numpy as np
@@ -326,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return app_cli.command(extra)
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        configure_threads()  # MHA_VIZ_TORCH_THREADS (1 when hosted), before the command imports torch
+        before_torch()  # MHA_VIZ_TORCH_THREADS (1 when hosted), huge pages; before the command imports torch
         if args.command != "models":
             adapt(
                 probe=True

@@ -10,6 +10,7 @@ import streamlit as st
 
 from mha_viz.models.sources import allowed_models
 from mha_viz.pipeline.road import cut_notice, smollm2_dir, smollm2_ready
+from mha_viz.runtime.allocator import release_memory
 from mha_viz.runtime.threads import adapt
 from mha_viz.ui.cache import (
     first_layer,
@@ -26,7 +27,7 @@ from mha_viz.ui.context import Ctx, follow_model, unmet
 from mha_viz.ui.errors import guarded
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
-from mha_viz.ui.memo import collect_garbage, drop_held, release_memory
+from mha_viz.ui.memo import collect_garbage, drop_held
 from mha_viz.ui.registry import BY_NAME, REGISTRY
 from mha_viz.ui.sidebar import (
     GROUP_OF,

@@ -19,11 +19,12 @@ from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.own import save_weights
 from mha_viz.pipeline import road as pipeline
 from mha_viz.pipeline.road import Call, LoadedModel, Tokens
+from mha_viz.runtime.allocator import tune_allocator
 from mha_viz.runtime.threads import adapt_now
 from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 from mha_viz.ui.guard import unchecked, watch_model
-from mha_viz.ui.memo import sized_cache, tune_allocator
+from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.model_store import ModelStore
 
 tune_allocator()  # the app's process: big arrays go back to the system when freed

@@ -7,7 +7,6 @@ frozen traces and arrays that the views only read.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import gc
@@ -199,22 +198,6 @@ def clear_all() -> None:
         cache.clear()
 
 
-MMAP_THRESHOLD = 4 * 2**20  # bytes: larger blocks (tensors, arrays) are mapped and unmapped on their own
-
-
-def tune_allocator() -> None:
-    """glibc's malloc for a server of big short-lived arrays: blocks of MMAP_THRESHOLD bytes and more are
-    mapped on their own, so they go back to the operating system when freed (glibc otherwise raises its
-    threshold after each such free and serves later big blocks from a heap that fragments: measured at 512
-    tokens, peak 944 -> 879 MB). One arena per CPU at most. A no-op where there is no glibc."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, MMAP_THRESHOLD)  # M_MMAP_THRESHOLD (also turns off the dynamic threshold)
-        libc.mallopt(-8, max(2, os.cpu_count() or 2))  # M_ARENA_MAX
-
-
 _GC_LOCK = threading.Lock()
 _DROPPED: list[weakref.ref] = []  # models let go of while frozen, not freed yet (a run may still hold one)
 # Whether freeze_heap ran. Not gc.get_freeze_count(): that walks the whole frozen list (~120 ms with 414,000
@@ -268,13 +251,3 @@ def collect_garbage() -> None:
         _refreeze()
     elif _frozen:
         gc.collect()
-
-
-def release_memory() -> None:
-    """After a run: hand freed memory back to the operating system (glibc keeps freed heap otherwise), so
-    the server returns close to its idle footprint after a big request (under a millisecond). A no-op where
-    there is no glibc."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)

@@ -3,9 +3,9 @@ bundled model's load with the server the same way)."""
 
 import streamlit as st
 
-from mha_viz.runtime.threads import configure_threads
+from mha_viz.runtime import before_torch
 
-configure_threads()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), before torch loads
+before_torch()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), huge pages; before torch loads
 
 if __name__ == "__main__":
     from mha_viz.serve.start import import_heavy
