@@ -34,6 +34,22 @@ def heatmaps(spec: dict) -> list[dict]:
     return [t for t in spec["data"] if t["type"] == "heatmap"]
 
 
+def panels(at: AppTest) -> list[tuple[str, dict]]:
+    """Every matrix drawn, in order, as (its title, a spec of its traces alone): a chart's own title, or each panel
+    of a pair drawn as one chart (figures.matrix_pair: the titles over the panels, the traces on x and x2)."""
+    out = []
+    for spec in specs(at):
+        layout = spec["layout"]
+        title = (layout.get("title") or {}).get("text")
+        if title or "xaxis2" not in layout or "xaxis3" in layout:  # a chart of its own, or a grid
+            out.append((title or "", spec))
+            continue
+        for note, axis in zip(layout.get("annotations", []), ("x", "x2"), strict=False):
+            data = [t for t in spec["data"] if t.get("xaxis", "x") == axis]
+            out.append((note["text"], {"data": data, "layout": layout}))
+    return out
+
+
 def array(value) -> np.ndarray:
     """A Plotly typed array ({dtype, bdata, shape}) or a plain list, as numpy."""
     if isinstance(value, dict) and "bdata" in value:
@@ -86,7 +102,7 @@ def test_controls_change_the_figures(minilm) -> None:
         ("W^O", 4),
         ("Ablation", 1),
         ("Rollout", 1),
-        ("Step by step", 11),
+        ("Step by step", 6),  # 11 matrices: five pairs drawn as one chart each (figures.matrix_pair), one alone
         ("Overview", 1),
     ],
 )
@@ -125,7 +141,7 @@ def test_wo_view_identity_check_and_ablation(minilm) -> None:
 
 
 def by_title(at: AppTest) -> dict[str, dict]:
-    return {s["layout"]["title"]["text"]: s for s in specs(at)}
+    return dict(panels(at))
 
 
 def step(at: AppTest, prefix: str) -> tuple[str, np.ndarray]:
@@ -248,7 +264,7 @@ def test_gqa_step_by_step_uses_the_kv_group(llama_dir: str) -> None:
     for head in (0, 1, 3):
         at.selectbox(key="step_head").set_value(head).run()
         assert_clean(at)
-        titles = [s["layout"]["title"]["text"] for s in specs(at)]
+        titles = [title for title, _ in panels(at)]
         g = head // 2  # 4 query heads share 2 K/V heads: group of 2
         assert any(re.match(rf"2[a-e]\. K_{g} ", t) for t in titles)
         assert any(re.match(rf"2[a-e]\. V_{g} ", t) for t in titles)

@@ -130,3 +130,34 @@ def test_long_step_titles_break_at_spaces_and_keep_their_shape_whole() -> None:
     fig = matrix_heatmap(np.zeros((3, 3)), title=title, title_chars=40)
     assert fig.layout.title.text == "<br>".join(lines) and fig.layout.margin.t > 50  # room for every line
     assert matrix_heatmap(np.zeros((3, 3)), title=title).layout.title.text == title  # not asked: one line
+
+
+def test_a_pair_is_two_matrices_in_one_chart_each_with_its_title_scale_and_values() -> None:
+    """figures.matrix_pair (Step by step draws its matrices two to a chart): nothing of either figure is lost."""
+    from test_app import array
+
+    from mha_viz.figures.finish import finish
+    from mha_viz.figures.heatmap import matrix_heatmap, matrix_pair
+
+    rng = np.random.default_rng(0)
+    rows = ["a", "b", "c"]
+    q = rng.normal(size=(3, 4))
+    w = rng.random((3, 3))
+    left = matrix_heatmap(q, None, rows, "2a. Q", diverging=True, value_name="Q")
+    right = matrix_heatmap(w, rows, rows, "6. softmax", value_name="weight", attention=True)
+    spec = finish(matrix_pair(left, right))
+    layout = spec["layout"]
+    assert [a["text"] for a in layout["annotations"]] == ["2a. Q", "6. softmax"]  # each title over its panel
+    (a,), (b,) = ([t for t in spec["data"] if t["xaxis"] == ax] for ax in ("x", "x2"))
+    np.testing.assert_array_equal(array(a["z"]).reshape(3, 4), q.astype(np.float32))  # the values as given
+    np.testing.assert_array_equal(array(b["z"]).reshape(3, 3), w.astype(np.float32))
+    assert a["zmid"] == 0.0 and [tuple(c) for c in a["colorscale"]] == list(left.data[0].colorscale)  # its own scale
+    assert b["hovertemplate"] == right.data[0].hovertemplate  # and its hover ("query → key")
+    assert layout["yaxis2"]["matches"] == "y" and layout["yaxis2"]["showticklabels"] is False  # one set of rows
+    x0, x1 = layout["xaxis"]["domain"]
+    y0, y1 = layout["xaxis2"]["domain"]
+    assert x1 < y0  # side by side, not overlapping
+    for t, (lo, hi) in ((a, (x0, x1)), (b, (y0, y1))):  # each colour bar lies over its own panel, above the plot
+        bar = t["colorbar"]
+        assert bar["orientation"] == "h" and lo <= bar["x"] - bar["len"] / 2 and bar["x"] + bar["len"] / 2 <= hi
+        assert bar["y"] > 1

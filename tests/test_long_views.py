@@ -17,7 +17,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import rows
 from mha_viz.pipeline.road import layer_trace, record
 from mha_viz.studies.sweeps import all_patterns
-from tests.test_app import array, assert_clean, heatmaps, run_app, specs
+from tests.test_app import array, assert_clean, heatmaps, panels, run_app, specs
 from tests.test_long_text import long_text, over_limit
 
 TEXT = long_text(4)  # about 70 MiniLM tokens
@@ -113,9 +113,9 @@ def test_step_by_step_window_holds_the_traces_rows(minilm: LoadedModel) -> None:
     assert at.selectbox(key="step_rows").value == 256
     t = layer_trace(minilm, record(minilm, text), None, 2, Config())
     found = {}
-    for spec in specs(at):
+    for title, spec in panels(at):
         for hm in heatmaps(spec):
-            found[str(spec["layout"]["title"]["text"])] = hm
+            found[title] = hm
     weights = [hm for title, hm in found.items() if title.startswith("6. softmax")]
     assert len(weights) == 1 and "rows 256–383" in next(k for k in found if k.startswith("6. softmax"))
     z = array(weights[0]["z"])

@@ -203,22 +203,22 @@ def test_bad_settings_are_clear_errors(setup, spec, words) -> None:
     ],
 )
 def test_step_by_step_shows_the_variant_steps(minilm, params, expected) -> None:
-    from tests.test_app import assert_clean, run_app, specs
+    from tests.test_app import assert_clean, panels, run_app
 
     at = run_app(src="Own weights", own_heads="4", d_model="64", view="Step by step", text="a b c d", **params)
     assert_clean(at)
-    titles = [s["layout"]["title"]["text"] for s in specs(at) if "title" in s["layout"]]
+    titles = [title for title, _ in panels(at)]
     for words in expected:
         assert any(words in t for t in titles), (words, titles)
     assert any("output − MHA's output" in t for t in titles)
 
 
 def test_lesson_and_bad_group_count(minilm) -> None:
-    from tests.test_app import assert_clean, run_app, specs
+    from tests.test_app import assert_clean, panels, run_app
 
     at = run_app(src="Own weights", own_heads="4", d_model="64", view="Lesson", ovar="MoH (routed heads)")
     assert_clean(at)
-    assert any("router scores" in s["layout"]["title"]["text"] for s in specs(at) if "title" in s["layout"])
+    assert any("router scores" in title for title, _ in panels(at))
     at = run_app(src="Own weights", own_heads="4", d_model="64", view="Step by step", ovar="GQA (grouped K/V)",
                  ovar_g="3")  # fmt: skip
     assert not at.exception and any("choose one of 1, 2, 4" in e.value for e in at.error)

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import torch
-from test_app import array, assert_clean, heatmaps, run_app, specs
+from test_app import array, assert_clean, heatmaps, panels, run_app, specs
 
 from mha_viz.analysis.steps import Step, numbered, scale_title
 from mha_viz.figures import heads_grid, matrix_heatmap
@@ -17,11 +17,11 @@ STEP = re.compile(r"^(\d)([a-z]?)\. ")
 
 
 def titles_of(at) -> list[str]:
-    return [s["layout"]["title"]["text"] for s in specs(at)]
+    return [title for title, _ in panels(at)]
 
 
 def step_spec(at, prefix: str) -> dict:
-    (spec,) = [s for s in specs(at) if s["layout"]["title"]["text"].startswith(prefix)]
+    (spec,) = [s for title, s in panels(at) if title.startswith(prefix)]
     return spec
 
 

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from mha_viz.analysis.referents import ordinal
 from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _esc, _esc_seq, _f32, category_ticks
+from mha_viz.figures.look import LAYOUT
 
 MASK_COLOUR = "#bdbdbd"  # cells that are not numbers (masked scores, −∞): grey, and the hover says what they are
 _NOT_FINITE = (("−∞ (masked)", np.isneginf), ("+∞", np.isposinf), ("not a number", np.isnan))
@@ -120,3 +121,55 @@ def _thinned(k: int, what: str) -> dict | None:
     if k == 1:
         return None
     return {"text": f"every {ordinal(k)} {what} label shown; hover names each", "font": {"size": 10}}
+
+
+TITLE_LOOK = {**LAYOUT["title"]["font"], "size": 14}  # a pair's panel titles look like a figure's title
+PAIR_GAP = 0.04  # between the two panels of a pair, in plot fractions (≈ 30 px at 1280: the zoom handles' room)
+PAIR_BAR_PX = 38  # a pair's colour bars sit above their panels: 6 px clear, its numbers, 10 px of bar
+
+
+def matrix_pair(left: go.Figure, right: go.Figure) -> go.Figure:
+    """Two matrix_heatmap figures whose rows are the same tokens, drawn as one figure, side by side.
+
+    One chart instead of two (each chart element costs the browser ~50 ms to lay out whatever it holds: Step by
+    step's eleven matrices as six charts). The right panel shares the left's rows (one set of row labels, and zooming
+    rows zooms both). Each panel keeps its title (above it), its own colour scale (a horizontal bar between its title
+    and the plot, so nothing depends on the chart's width in pixels), its hover and its value name.
+    """
+    a, b = left.to_plotly_json(), right.to_plotly_json()
+    la, lb = a["layout"], b["layout"]
+    half = (1 - PAIR_GAP) / 2
+    domains = ((0.0, half), (1 - half, 1.0))
+    titles = [str((lay.get("title") or {}).get("text") or "") for lay in (la, lb)]
+    lines = max(1 + t.count("<br>") for t in titles)
+    height = max(int(la.get("height") or 380), int(lb.get("height") or 380)) + PAIR_BAR_PX
+    top = 54 + 18 * (lines - 1) + PAIR_BAR_PX
+    plot_h = max(100.0, height - top - 90)  # about the plot's height (the bottom margin is set by finish)
+    data, annotations = [], []
+    for k, (fig, (x0, x1), title) in enumerate(zip((a, b), domains, titles, strict=True)):
+        ax = "" if k == 0 else "2"
+        for t in fig["data"]:
+            t = dict(t, xaxis="x" + ax, yaxis="y" + ax)
+            if t.get("showscale") is not False:
+                bar = dict(t.get("colorbar") or {})
+                t["colorbar"] = bar | {
+                    "orientation": "h", "x": (x0 + x1) / 2, "xanchor": "center", "len": 0.7 * (x1 - x0),
+                    "y": 1 + 6 / plot_h, "yanchor": "bottom", "ypad": 0, "thickness": 10,
+                    "title": {"text": ""},  # the panel's title names the matrix; the hover names the value
+                }  # fmt: skip
+            data.append(t)
+        annotations.append(
+            {"text": title, "x": (x0 + x1) / 2, "xanchor": "center", "xref": "paper", "y": 1, "yanchor": "bottom",
+             "yref": "paper", "yshift": PAIR_BAR_PX + 4, "showarrow": False, "font": TITLE_LOOK}
+        )  # fmt: skip
+    layout = {
+        "xaxis": {**la.get("xaxis", {}), "domain": list(domains[0]), "anchor": "y"},
+        "yaxis": {**la.get("yaxis", {}), "anchor": "x"},
+        "xaxis2": {**lb.get("xaxis", {}), "domain": list(domains[1]), "anchor": "y2"},
+        "yaxis2": {**lb.get("yaxis", {}), "anchor": "x2", "matches": "y", "showticklabels": False, "ticks": "",
+                   "title": {}},
+        "annotations": annotations,
+        "height": height,
+        "margin": {"l": 10, "r": 10, "t": top, "b": 10},
+    }  # fmt: skip
+    return go.Figure({"data": data, "layout": layout})

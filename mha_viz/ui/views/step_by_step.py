@@ -10,6 +10,7 @@ from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.common import plural
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
+from mha_viz.figures.heatmap import matrix_pair
 from mha_viz.own_variants import VARIANT_NAMES, VariantSpec, run_variant
 from mha_viz.pipeline import road as pipeline
 from mha_viz.trace import AttentionTrace, MhaVizError
@@ -76,22 +77,21 @@ def _one_head(ctx: Ctx) -> None:
     steps = head_steps(t, i, ctx.config.scaled, plain, biases)
     rows = row_window(n, WINDOW_ROWS, "step_rows", "each matrix whose rows are the query tokens")
     cut = "" if rows.stop - rows.start == n else f", rows {rows.start}–{rows.stop - 1}"
-    for j, (s, title) in enumerate(zip(steps, numbered(steps), strict=True)):
-        if j % 2 == 0:  # one row of two per pair: read left to right, and in order when columns stack (narrow screens)
-            cols = st.columns(2)
-        with cols[j % 2]:
-            fig = matrix_heatmap(
-                s.z if s.key_rows else s.z[rows],
-                keys if s.keys else None,
-                keys if s.key_rows else tok[rows],
-                f"{title}   {s.shape}{'' if s.key_rows else cut}",
-                diverging=s.signed,
-                value_name=s.name,
-                attention=s.name == "weight",
-                height=380,
-                title_chars=TITLE_CHARS,
-            )
-            plot(fig, f"step_{j}", ctx.c.image_format)
+    figures = [
+        matrix_heatmap(
+            s.z if s.key_rows else s.z[rows],
+            keys if s.keys else None,
+            keys if s.key_rows else tok[rows],
+            f"{title}   {s.shape}{'' if s.key_rows else cut}",
+            diverging=s.signed,
+            value_name=s.name,
+            attention=s.name == "weight",
+            height=380,
+            title_chars=TITLE_CHARS,
+        )
+        for s, title in zip(steps, numbered(steps), strict=True)
+    ]
+    plot_in_pairs(figures, [_rows_of(s) for s in steps], "step", ctx.c.image_format)
     variant_section(ctx, t, i, rows, "step_variant")
     downloads(
         "step",
@@ -170,11 +170,27 @@ def variant_section(ctx: Ctx, t: AttentionTrace, i: int, rows: slice, key: str) 
         st.error(str(exc))
         return
     tok = list(t.tokens)
-    for j, (s, title) in enumerate(zip(steps, numbered(steps), strict=True)):
-        if j % 2 == 0:
-            cols = st.columns(2)
-        with cols[j % 2]:
-            plot(_variant_figure(s, title, tok, rows), f"{key}_{j}", ctx.c.image_format)
+    figures = [_variant_figure(s, title, tok, rows) for s, title in zip(steps, numbered(steps), strict=True)]
+    plot_in_pairs(figures, [_rows_of(s) for s in steps], key, ctx.c.image_format)
+
+
+def _rows_of(s: Step) -> tuple:
+    """What a step's rows are: heads (their labels), the key tokens or the query tokens."""
+    return ("heads", s.row_labels) if s.row_labels is not None else ("keys",) if s.key_rows else ("queries",)
+
+
+def plot_in_pairs(figures: list, rows: list[tuple], key: str, image_format: str) -> None:
+    """The matrices two to a row, in order: two whose rows are the same as one chart (figures.matrix_pair: one chart
+    element instead of two), any other in a half-width column of its own."""
+    j = 0
+    while j < len(figures):
+        if j + 1 < len(figures) and rows[j] == rows[j + 1]:
+            plot(matrix_pair(figures[j], figures[j + 1]), f"{key}_{j}", image_format)
+            j += 2
+            continue
+        with st.columns(2)[0]:
+            plot(figures[j], f"{key}_{j}", image_format)
+        j += 1
 
 
 def _variant_figure(s: Step, title: str, tok: list[str], rows: slice) -> object:
