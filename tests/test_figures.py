@@ -153,7 +153,8 @@ def test_a_pair_is_two_matrices_in_one_chart_each_with_its_title_scale_and_value
     np.testing.assert_array_equal(array(b["z"]).reshape(3, 3), w.astype(np.float32))
     assert a["zmid"] == 0.0 and [tuple(c) for c in a["colorscale"]] == list(left.data[0].colorscale)  # its own scale
     assert b["hovertemplate"] == right.data[0].hovertemplate  # and its hover ("query → key")
-    assert layout["yaxis2"]["matches"] == "y" and layout["yaxis2"]["showticklabels"] is False  # one set of rows
+    assert layout["yaxis2"]["showticklabels"] is False  # one set of row labels: the left panel's
+    assert layout["yaxis2"]["tickvals"] == layout["yaxis"]["tickvals"]  # for the same rows
     x0, x1 = layout["xaxis"]["domain"]
     y0, y1 = layout["xaxis2"]["domain"]
     assert x1 < y0  # side by side, not overlapping
