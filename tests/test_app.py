@@ -479,7 +479,7 @@ def test_two_sentences_on_a_decoder_compares_what_can_change() -> None:
 def test_step_by_step_shows_the_rotary_step() -> None:
     at = run_app(src="SmolLM2-135M (bundled)", view="Step by step", step_head="head 0")
     assert_clean(at)
-    titles = [s["layout"]["title"]["text"] for s in specs(at)]
+    titles = [title for title, _ in panels(at)]
     assert any(t.startswith("2a. Q_0 = X · W_Q[0], before rotation") for t in titles), titles
     assert any(t.startswith("2b. K_0 = X · W_K[0], before rotation") for t in titles)
     assert any(t.startswith("2c. Q_0 rotated (rotary positions)") for t in titles)

@@ -41,7 +41,8 @@ def expect_step_head(page: Page, layer: int, head: int) -> None:
     expect(panel.get_by_label("Head", exact=True)).to_have_value(f"head {head}")
     expect(panel.get_by_text(re.compile(rf"^Layer {layer}, head {head}: n = "))).to_have_count(1)
     title = re.compile(rf"^2a\. Q_{head} = ")
-    expect(panel.locator("text.gtitle").filter(has_text=title)).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
+    titles = panel.locator("text.gtitle, text.annotation-text")  # a chart's title, or a panel's over a pair of matrices
+    expect(titles.filter(has_text=title)).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
     expect(page.locator(EXCEPTION)).to_have_count(0)
 
 
