@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.norms import shown_pattern
-from mha_viz.analysis.referents import default_pair, focus_head
+from mha_viz.analysis.referents import default_pair, focus_head, rank_heads
 from mha_viz.figures import matrix_heatmap
 from mha_viz.ui.cache_rows import get_focus_weights
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
@@ -83,8 +83,7 @@ def where_view(ctx: Ctx) -> None:
     L, H = weights.shape
     title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head (click a cell to open it below)"
     layer_head_map(weights, title, ctx.value_name, "where_map", ctx.c.image_format, on_select=_on_map_click)
-    order = np.argsort(-weights, axis=None, kind="stable")[:10]
-    ranked = [(int(i // H), int(i % H), float(weights.flat[i])) for i in order]
+    ranked = rank_heads(weights)  # the ten largest weights (non-negative: |w| = w), ties to the lower layer and head
     top = focus_head(weights[:, :, None, None], 0, 0)[:2]
     valid_choice("where_layer", list(range(L)), top[0])
     valid_choice("where_head", list(range(H)), top[1])
