@@ -9,8 +9,9 @@ import transformers as tf
 from test_models import _labels, reference
 
 from conftest import SENTENCE
+from mha_viz.attention import attention_pattern
 from mha_viz.config import Config
-from mha_viz.models import capture
+from mha_viz.models import self_check
 from mha_viz.models.load import LoadedModel, prepare
 from mha_viz.models.run import run_layer, run_model
 from mha_viz.models.sources import bundled_model_dir
@@ -63,16 +64,16 @@ def test_rotary_gqa_decoder_layer_alone() -> None:
 
 def test_blockwise_self_check_sees_one_wrong_row(monkeypatch, minilm: LoadedModel) -> None:
     """The self-check compares every row even in small blocks: one changed weight in the last block shows."""
-    monkeypatch.setattr(capture, "CHECK_BLOCK", 12 * 20)  # 12 heads x 20 keys: one query row per block
+    monkeypatch.setattr(self_check, "CHECK_BLOCK", 12 * 20)  # 12 heads x 20 keys: one query row per block
     ids = torch.tensor([minilm.tokenizer(SENTENCE)["input_ids"]])  # 14 tokens
     call = run_layer(minilm, ids, "encoder", 1).calls[("encoder", 1)]
-    _, pattern, _ = capture.attention_pattern(call.q, call.k, scale=call.scaling, allowed=call.allowed)
-    assert capture.self_check(call, pattern) <= 1e-6  # row blocks round like the whole matrix, to float32
+    _, pattern, _ = attention_pattern(call.q, call.k, scale=call.scaling, allowed=call.allowed)
+    assert self_check.self_check(call, pattern) <= 1e-6  # row blocks round like the whole matrix, to float32
     wrong = pattern.clone()
     wrong[0, 7, -1, 3] += 0.25
-    assert capture.self_check(call, wrong) == pytest.approx(0.25, abs=1e-6)
+    assert self_check.self_check(call, wrong) == pytest.approx(0.25, abs=1e-6)
     wrong[0, 2, 0, 0] = float("nan")
-    assert capture.self_check(call, wrong) != capture.self_check(call, wrong)  # NaN is reported, not dropped
+    assert self_check.self_check(call, wrong) != self_check.self_check(call, wrong)  # NaN is reported, not dropped
 
 
 def test_layer_out_of_range_and_encoder_decoder_refused(minilm: LoadedModel, t5_dir: str) -> None:

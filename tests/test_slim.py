@@ -91,7 +91,7 @@ def test_dashboard_draws_the_same_from_a_slim_recording(slim, minilm: LoadedMode
 def test_tiles_kept_in_the_pass_are_the_block_means_of_every_layer(
     minilm: LoadedModel, monkeypatch, cells: int
 ) -> None:
-    from mha_viz.models import capture
+    from mha_viz.models import self_check
     from mha_viz.pipeline import rows
     from mha_viz.pooling import block_means, pool_factor
 
@@ -99,7 +99,7 @@ def test_tiles_kept_in_the_pass_are_the_block_means_of_every_layer(
     everyone = all_patterns(minilm, whole, None, Config())  # [L, H, n, n]
     monkeypatch.setattr(pipeline, "SLIM_BYTES", 0)
     monkeypatch.setattr(rows, "CHUNK_CELLS", 12 * 30 * 7)  # the fallback in many row chunks too
-    monkeypatch.setattr(capture, "CHECK_BLOCK", 12 * 30 * 2)  # the pass's check (and its tiles) in f-row chunks
+    monkeypatch.setattr(self_check, "CHECK_BLOCK", 12 * 30 * 2)  # the pass's check (and its tiles) in f-row chunks
     thin = record(minilm, TEXT, tile_cells=cells)
     n = everyone.shape[-1]
     f = pool_factor(n, n, cells)

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from mha_viz.attention import attention_pattern
-from mha_viz.pooling import block_means, pool_factor
+from mha_viz.models.self_check import self_check
 from mha_viz.trace import MhaVizError
 
 NAME = "mha_viz"
@@ -143,7 +142,8 @@ def recording(recorder: Recorder) -> Iterator[Recorder]:
         _ACTIVE.reset(token)
 
 
-def _cpu(t: torch.Tensor) -> torch.Tensor:
+def cpu32(t: torch.Tensor) -> torch.Tensor:
+    """Detached, float32, on the CPU: how every recorded tensor is kept."""
     return t.detach().to(device="cpu", dtype=torch.float32)
 
 
@@ -218,7 +218,7 @@ def mha_viz_attention(
         out = _replaced(rec, (part, layer, "out"), out)  # [b, q_pos, n_heads, d_head]
     if again and rec.wants(part, layer) and id(module) in rec.last:
         if rec.extras:  # DiffLlama: the same weights over the second half of V (models/differential.py)
-            rec.last[id(module)].v2 = _cpu(value)
+            rec.last[id(module)].v2 = cpu32(value)
     elif rec.wants(part, layer):
         rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
@@ -281,16 +281,16 @@ def _record(
     bias = extra if bias is None else (bias if extra is None else bias + extra)
     call = Call(
         module_id=id(module),
-        q=_cpu(query),
-        k=_cpu(key),
-        v=_cpu(value),
+        q=cpu32(query),
+        k=cpu32(key),
+        v=cpu32(value),
         scaling=scaling,
         softcap=None if softcap is None else float(softcap),
-        bias=None if bias is None else _cpu(bias),
+        bias=None if bias is None else cpu32(bias),
         allowed=None if allowed is None else allowed.detach().cpu(),
         delta=0.0,
-        wo_in=_cpu(out.reshape(*out.shape[:2], -1)) if rec.extras else None,  # [b, q_pos, h*dh]
-        sink=_cpu(sink) if isinstance(sink, torch.Tensor) else None,
+        wo_in=cpu32(out.reshape(*out.shape[:2], -1)) if rec.extras else None,  # [b, q_pos, h*dh]
+        sink=cpu32(sink) if isinstance(sink, torch.Tensor) else None,
     )
     if isinstance(weights, torch.Tensor):  # the self-check: our recomputation against the model's own weights
         call.delta = self_check(call, weights, rec.tile_cells)
@@ -303,123 +303,6 @@ def _record(
     call.experts = rec.pending_pre.pop((id(module), "experts"), None)
     call.gates = rec.pending_pre.pop((id(module), "gates"), None)
     return call
-
-
-CHECK_BLOCK = 2**24  # elements of [h, rows, k_pos] compared at once (64 MB in float32)
-
-
-def applied_weights(reported: torch.Tensor, pattern: torch.Tensor, sink: bool) -> torch.Tensor:
-    """The weights a model applies to V, from the weights it reports. A model with learned sinks that reports the
-    softmax before its sink (granite_swa: the sink scales the output instead, by sigmoid(logsumexp − sink) =
-    Σ / (Σ + e^sink)) applies those rows times our rows' sums (1 − the sink's share); every other model reports
-    what it applies. Shapes: reported and pattern [..., q, k] (ours, with the sink); returns [..., q, k]."""
-    if sink and torch.allclose(reported.sum(-1), torch.ones((), dtype=reported.dtype)):
-        return reported * pattern.sum(-1, keepdim=True)
-    return reported
-
-
-def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
-    """max |our pattern - the model's weights| over live rows, a block of query rows at a time (so a long
-    text never needs a second and third [b, h, q_pos, k_pos] copy). With ``tile_cells``, our pattern's block
-    means (batch item 0) are kept in call.tiles on the way (pooling.block_means).
-    Shapes: weights [b, h, q_pos, k_pos]."""
-    b, h, n, nk = weights.shape
-    f = pool_factor(n, nk, tile_cells) if tile_cells else 1
-    rows = max(f, CHECK_BLOCK // max(1, b * h * nk) // f * f)  # whole f-blocks of rows
-    tiles = []
-    worst = 0.0
-    for r in range(0, n, rows):
-        sl = slice(r, r + rows)
-
-        def part(t: torch.Tensor | None, sl: slice = sl) -> torch.Tensor | None:  # [..., q|1, k]: these rows
-            return None if t is None or t.shape[-2] == 1 else t[..., sl, :]
-
-        _, pattern, dead = attention_pattern(
-            call.q[..., sl, :], call.k, scale=call.scaling, softcap=call.softcap, bias=part(call.bias),
-            allowed=part(call.allowed), sink=call.sink,
-        )  # fmt: skip
-        if tile_cells:
-            tiles.append(block_means(pattern[0].numpy(), f))  # [h, rows / f, ceil(nk / f)]
-        theirs = applied_weights(_cpu(weights[..., sl, :]), pattern, call.sink is not None)  # [b, h, rows, k]
-        diff = pattern.sub_(theirs).abs_()  # in place: our fresh pattern is not kept
-        if bool(dead.any()):
-            diff.masked_fill_(dead.unsqueeze(-1), 0.0)
-        block = float(diff.max()) if diff.numel() else 0.0
-        if block != block:  # NaN: reported as is (the trace refuses it)
-            return block
-        worst = max(worst, block)
-    if tile_cells:
-        call.tiles, call.tile_f = np.concatenate(tiles, axis=-2), f
-    return worst
-
-
-def input_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """Forward pre-hook on an attention module: its input X (and the key side of cross-attention)."""
-    rec = _ACTIVE.get()
-    if rec is None or not rec.extras or not rec.wants(*rec.upcoming(module)):
-        return
-    x = args[0] if args else kwargs.get("hidden_states")
-    x_kv = kwargs.get("key_value_states")
-    if x_kv is None:
-        x_kv = kwargs.get("encoder_hidden_states")
-    if isinstance(x, torch.Tensor):
-        rec.pending[id(module)] = (_cpu(x), None if not isinstance(x_kv, torch.Tensor) else _cpu(x_kv))
-
-
-def projection_hook(attn_module: torch.nn.Module, which: str) -> Callable:
-    """A forward hook for a query or key projection whose output the model rotates afterwards: the output
-    before rotary embeddings, filed with the next call of ``attn_module``."""
-
-    def hook(_mod: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
-        rec = _ACTIVE.get()
-        if rec is None or not rec.extras or not isinstance(output, torch.Tensor):
-            return
-        if rec.wants(*rec.upcoming(attn_module)):
-            rec.pending_pre[(id(attn_module), which)] = _cpu(output)
-
-    return hook
-
-
-def latent_hook(attn_module: torch.nn.Module, which: str, d_rope: int = 0) -> Callable:
-    """A forward hook for latent attention (MLA), filed with the next call of ``attn_module``: on the up-projection
-    W_UKV (``which`` "c_kv") its input, the latent c_KV [b, pos, d_c]; on the down-projection ("k_rope") its last
-    ``d_rope`` output columns, the rotary key part before rotation [b, pos, d_rope]."""
-
-    def hook(_mod: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
-        rec = _ACTIVE.get()
-        if rec is None or not rec.extras or not rec.wants(*rec.upcoming(attn_module)):
-            return
-        t = args[0] if which == "c_kv" and args else output[..., -d_rope:] if d_rope else None
-        if isinstance(t, torch.Tensor):
-            rec.pending_pre[(id(attn_module), which)] = _cpu(t).reshape(t.shape[0], -1, t.shape[-1])
-
-    return hook
-
-
-def output_hook(attn_module: torch.nn.Module, reads_transformed: bool = False) -> Callable:
-    """A forward hook for W^O: what it produced, filed with the last call of ``attn_module``; with
-    ``reads_transformed`` (a gate or norm between the heads and W^O) also what it read, in every recording (the
-    layer's output is computed from it)."""
-
-    def hook(_mod: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
-        rec = _ACTIVE.get()
-        if rec is None or not rec.keep:
-            return
-        if reads_transformed and args and isinstance(args[0], torch.Tensor):
-            read = rec.last.get(id(attn_module))
-            if read is not None and read.wo_read is None:
-                read.wo_read = _cpu(args[0])  # [b, q_pos, h*dh]
-        if not rec.extras:
-            return
-        call = rec.last.get(id(attn_module))
-        if isinstance(output, tuple) and output:  # W^O is the attention module itself (a mixture of attention heads)
-            output = output[0]
-        if call is not None and call.wo_out is None and isinstance(output, torch.Tensor):
-            call.wo_out = _cpu(output)
-            if rec.stop and (call.part, call.layer) == rec.only:
-                raise StopForward
-
-    return hook
 
 
 def register() -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.config import DEFAULT_MODEL, PART_NAMES, hosted
-from mha_viz.models import capture, offload
+from mha_viz.models import capture, hooks, offload
 from mha_viz.models.arch import Site, discover
 from mha_viz.models.catalog import refusal
 from mha_viz.models.moa import routing_hook
@@ -231,18 +231,18 @@ def prepare(model: torch.nn.Module, tokenizer: object, name: str, device: str | 
         )
     for site in sites:
         attn = model.get_submodule(site.name)
-        attn.register_forward_pre_hook(capture.input_hook, with_kwargs=True)
-        model.get_submodule(site.wo).register_forward_hook(capture.output_hook(attn, site.pre_wo))
+        attn.register_forward_pre_hook(hooks.input_hook, with_kwargs=True)
+        model.get_submodule(site.wo).register_forward_hook(hooks.output_hook(attn, site.pre_wo))
         for which, proj in zip("qk", site.pre_rotary, strict=False):
-            model.get_submodule(proj).register_forward_hook(capture.projection_hook(attn, which))
+            model.get_submodule(proj).register_forward_hook(hooks.projection_hook(attn, which))
         if site.moa:  # a mixture of attention heads: the routing the model used, from its router
             router = model.get_submodule(site.moa).router
             router.register_forward_hook(routing_hook(attn, int(router.top_k)))
         up, down, d_rope = site.latent
         if up:  # latent attention: c_KV (W_UKV's input) and the rotary key part before rotation
-            model.get_submodule(up).register_forward_hook(capture.latent_hook(attn, "c_kv"))
+            model.get_submodule(up).register_forward_hook(hooks.latent_hook(attn, "c_kv"))
             if down:
-                model.get_submodule(down).register_forward_hook(capture.latent_hook(attn, "k_rope", d_rope))
+                model.get_submodule(down).register_forward_hook(hooks.latent_hook(attn, "k_rope", d_rope))
     if spread and offload.index(model):  # weights off their modules: readable, and one pass at a time per module
         offload.serialize(model)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
