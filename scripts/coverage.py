@@ -263,9 +263,9 @@ def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list
     """Trace ``model`` and compare with its own eager attention: (largest difference, kind, the layers compared).
     Raises Failed."""
     from mha_viz.config import Config
-    from mha_viz.models.self_check import applied_weights
     from mha_viz.models.load import prepare
     from mha_viz.models.run import run_model
+    from mha_viz.models.self_check import applied_weights
     from mha_viz.pipeline.road import Recording, layer_trace
     from mha_viz.trace import MhaVizError
 
