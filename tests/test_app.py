@@ -480,6 +480,8 @@ def test_step_by_step_shows_the_rotary_step() -> None:
     at = run_app(src="SmolLM2-135M (bundled)", view="Step by step", step_head="head 0")
     assert_clean(at)
     titles = [title for title, _ in panels(at)]
+    # a short text's key rows are its query rows: every matrix is drawn two to a chart (the last one alone)
+    assert len(titles) == 13 and len(specs(at)) == 7, titles
     assert any(t.startswith("2a. Q_0 = X · W_Q[0], before rotation") for t in titles), titles
     assert any(t.startswith("2b. K_0 = X · W_K[0], before rotation") for t in titles)
     assert any(t.startswith("2c. Q_0 rotated (rotary positions)") for t in titles)

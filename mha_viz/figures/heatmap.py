@@ -128,6 +128,11 @@ PAIR_GAP = 0.04  # between the two panels of a pair, in plot fractions (≈ 30 p
 PAIR_BAR_PX = 38  # a pair's colour bars sit above their panels: 6 px clear, its numbers, 10 px of bar
 
 
+def same_rows(left: go.Figure, right: go.Figure) -> bool:
+    """Whether two matrix_heatmap figures label their rows alike (so matrix_pair can draw them as one)."""
+    return tuple(left.data[0].y) == tuple(right.data[0].y)
+
+
 def matrix_pair(left: go.Figure, right: go.Figure) -> go.Figure:
     """Two matrix_heatmap figures whose rows are the same tokens, drawn as one figure, side by side.
 

@@ -10,7 +10,7 @@ from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.common import plural
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
-from mha_viz.figures.heatmap import matrix_pair
+from mha_viz.figures.heatmap import matrix_pair, same_rows
 from mha_viz.own_variants import VARIANT_NAMES, VariantSpec, run_variant
 from mha_viz.pipeline import road as pipeline
 from mha_viz.trace import AttentionTrace, MhaVizError
@@ -91,7 +91,7 @@ def _one_head(ctx: Ctx) -> None:
         )
         for s, title in zip(steps, numbered(steps), strict=True)
     ]
-    plot_in_pairs(figures, [_rows_of(s) for s in steps], "step", ctx.c.image_format)
+    plot_in_pairs(figures, "step", ctx.c.image_format)
     variant_section(ctx, t, i, rows, "step_variant")
     downloads(
         "step",
@@ -171,20 +171,16 @@ def variant_section(ctx: Ctx, t: AttentionTrace, i: int, rows: slice, key: str) 
         return
     tok = list(t.tokens)
     figures = [_variant_figure(s, title, tok, rows) for s, title in zip(steps, numbered(steps), strict=True)]
-    plot_in_pairs(figures, [_rows_of(s) for s in steps], key, ctx.c.image_format)
+    plot_in_pairs(figures, key, ctx.c.image_format)
 
 
-def _rows_of(s: Step) -> tuple:
-    """What a step's rows are: heads (their labels), the key tokens or the query tokens."""
-    return ("heads", s.row_labels) if s.row_labels is not None else ("keys",) if s.key_rows else ("queries",)
-
-
-def plot_in_pairs(figures: list, rows: list[tuple], key: str, image_format: str) -> None:
-    """The matrices two to a row, in order: two whose rows are the same as one chart (figures.matrix_pair: one chart
-    element instead of two), any other in a half-width column of its own."""
+def plot_in_pairs(figures: list, key: str, image_format: str) -> None:
+    """The matrices two to a row, in order: two whose rows are the same labels as one chart (figures.matrix_pair:
+    one chart element instead of two), any other in a half-width column of its own. (A self-attention layer's key
+    rows are its query rows unless the query rows are windowed.)"""
     j = 0
     while j < len(figures):
-        if j + 1 < len(figures) and rows[j] == rows[j + 1]:
+        if j + 1 < len(figures) and same_rows(figures[j], figures[j + 1]):
             plot(matrix_pair(figures[j], figures[j + 1]), f"{key}_{j}", image_format)
             j += 2
             continue
