@@ -73,11 +73,11 @@ def main() -> None:
             f"exact scan / attribution = {took / took_a:.1f}; correlation with exact r = {r:.3f}"
         )
         if args.unbatched:
-            old, pt.MAX_BATCH = pt.MAX_BATCH, 1
+            old, pt.MAX_PATCH_BATCH = pt.MAX_PATCH_BATCH, 1
             try:
                 slow, _ = timed(scan, 1)
             finally:
-                pt.MAX_BATCH = old
+                pt.MAX_PATCH_BATCH = old
             print(f"{key}: one patched run per pass: {slow:.2f} s; scan / one pass = {slow / one:.1f}")
         rec = pair.recovered(patched)
         print(f"  metric: {pair.metric.describe()}; clean {pair.clean:.4f}, corrupted {pair.corrupted:.4f}")

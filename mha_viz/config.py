@@ -1,4 +1,5 @@
-"""The one settings object: which model (or own weights), where to run, and the what-if edits.
+"""The one settings object: which model (or own weights), where to run, and the what-if edits; and every limit
+and tolerance, once (tests/test_house_rules.py checks that no other module defines one).
 
 Plain values only, so a Config is an obvious cache key in the dashboard and a plain record in the CLI.
 """
@@ -26,6 +27,31 @@ MAX_SECOND_TEXT_CHARS = 5_000  # Two sentences' second sentence (its box cuts th
 MAX_LINK_NUMBER_CHARS = 32  # a number in a link longer than this is refused before it is converted
 MAX_CORPUS_TEXTS = 2_000  # texts the dashboard's Corpus view scores in one run (it keeps 10 scores per head and text)
 MAX_CORPUS_TEXTS_HOSTED = 64  # the same in hosted mode (a run must fit the request's time limit)
+MAX_BATCH_CELLS = 2**25  # texts × heads × n² of one padded forward (the model's weights [b, h, n, n]: 128 MB)
+MAX_PADDING = 0.25  # padded positions per real one in a pass, at most
+CORPUS_BATCH = 16  # texts per padded batch of a corpus run (the CLI's default; the Corpus view's estimate)
+MAX_WORDS = 512  # own weights' word tokens: the same cap as word pieces (the bundled tokenizer's model takes 512)
+MAX_UPLOAD_BYTES = 16 * 2**20  # a file uploaded to the dashboard (own weights, a corpus, a stats file)
+MAX_FILE_BYTES = 64 * 2**20  # an own-weights .safetensors file (the CLI's too)
+MAX_HEADER_BYTES = 64 * 2**10  # ... and its JSON header
+MAX_ABS_WEIGHT = 1e4  # |weight| above this can overflow float32 scores (q·k sums d_head products)
+MAX_SCALE = 1e4  # the largest score scale a weights file may set (1/sqrt(d_head) is below 1)
+MAX_STATS_ROWS = 65_536  # heads in a corpus stats file (256 layers × 256 heads)
+MAX_FOLDER_CHARS = 500  # an offload folder typed in the dashboard
+MIN_INDUCTION_LENGTH, MAX_INDUCTION_LENGTH = 2, 512  # tokens per copy of the induction test's random sequence
+INDUCTION_LENGTH = 50  # ... the Induction view's default (and what a request is estimated at without a link's N)
+MAX_SWEEP_HEADS = 64  # the head-count explorer offers the divisors of d_model up to this many heads
+MAX_PATCH_BATCH = 32  # patched runs per forward pass at most ...
+PATCH_OUTPUT_BYTES = 2**28  # ... and at most this much of their logits (or hidden states) per pass
+MAX_OV_SOURCES = 64  # distinct tokens of the text read through a head's OV circuit
+MAX_NOTEBOOK_RECORDINGS = 4  # recordings the notebook API keeps (a text per model and settings)
+WINDOW_FROM = 256  # a pattern over more tokens than this is drawn a window of query rows at a time (Heads, Compare)
+WINDOW_ROWS = 128  # query rows per window (Heads, Compare, Step by step, the Lesson, Two sentences)
+AUTO_SCAN_TOKENS = 96  # a per-head scan (Head importance, Patching) starts by itself on texts up to this many tokens
+
+# --- tolerances ----------------------------------------------------------------------------------------------------
+MATCH_TOL = 1e-4  # a recomputed value further than this from the model's own (a pattern, the logits) is never shown
+SHARE_TOL = 1e-6  # a share (0…1) read from a stats file may pass 1 by this much (float rounding when written)
 
 
 def max_corpus_texts() -> int:

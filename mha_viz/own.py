@@ -15,16 +15,11 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from mha_viz.config import MAX_D_MODEL
+from mha_viz.config import MAX_ABS_WEIGHT, MAX_D_MODEL, MAX_FILE_BYTES, MAX_HEADER_BYTES, MAX_HEADS, MAX_SCALE
 from mha_viz.edits import divisors
 from mha_viz.trace import AttentionWeights, MhaVizError
 
 INITS = ("xavier", "identity")
-MAX_HEADS = 256
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_HEADER_BYTES = 64 * 1024
-MAX_ABS_WEIGHT = 1e4  # |weight| above this can overflow float32 scores (q·k sums d_head products)
-MAX_SCALE = 1e4  # the largest score scale a file may set (1/sqrt(d_head) is below 1)
 FORMAT_TAG = "mha-viz-own-weights/1"
 _ST_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 _NAMES = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")

@@ -26,7 +26,7 @@ import numpy as np
 from mha_viz import figures
 from mha_viz.analysis.referents import specific_head, word
 from mha_viz.analysis.steps import head_steps, numbered
-from mha_viz.config import Config
+from mha_viz.config import MAX_NOTEBOOK_RECORDINGS, Config
 from mha_viz.figures.notebook import offline
 from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline.road import Recording, layer_trace, load, record
@@ -39,7 +39,6 @@ if TYPE_CHECKING:  # only figures/ imports plotly
 __all__ = ["focus", "found", "head", "heads", "lines", "loaded", "offline", "overview", "patterns", "steps", "trace"]
 _MODELS: dict[tuple[str, str], LoadedModel] = {}  # (model, device) -> the loaded model, once per process
 _RECORDINGS: OrderedDict[tuple[str, str, str], Recording] = OrderedDict()  # the last few texts' model runs
-MAX_RECORDINGS = 4
 
 
 def loaded(name: str = "", device: str = "cpu") -> LoadedModel:
@@ -59,7 +58,7 @@ def _recording(text: str, name: str, device: str) -> tuple[LoadedModel, Recordin
     key = (name.strip(), device, text)
     if key not in _RECORDINGS:
         _RECORDINGS[key] = record(lm, text)
-        while len(_RECORDINGS) > MAX_RECORDINGS:
+        while len(_RECORDINGS) > MAX_NOTEBOOK_RECORDINGS:
             _RECORDINGS.popitem(last=False)
     _RECORDINGS.move_to_end(key)
     return lm, _RECORDINGS[key]

@@ -6,6 +6,7 @@ and figures/ beside the road and runtime/ under everything); nothing imports cli
 from __future__ import annotations
 
 import ast
+import operator
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,73 @@ def test_no_import_cycle() -> None:
         if m not in state:
             cycle = walk(m, [])
             assert cycle is None, " -> ".join(cycle)
+
+
+def _constants(path: Path) -> dict[str, ast.expr]:
+    """A module's own ALL_CAPS names bound at its top level (``A = 1``, ``A, B = 1, 2``), with their values."""
+    found: dict[str, ast.expr] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                pairs = (
+                    zip(target.elts, node.value.elts, strict=False)
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                    else [(target, node.value)]
+                )
+                for name, value in pairs:
+                    if isinstance(name, ast.Name) and name.id.isupper() and not name.id.startswith("_"):
+                        found[name.id] = value
+    return found
+
+
+def _is_limit(name: str) -> bool:
+    return name.startswith(("MAX_", "MIN_")) or name.endswith(("_MAX", "_MIN", "_TOL", "TOLERANCE"))
+
+
+def test_limits_and_tolerances_live_in_config() -> None:
+    """Every limit (MAX_…, MIN_…) and tolerance (…_TOL) is defined once, in config.py, whoever checks it (the UI, the
+    CLI, the road, a study). figures/ keeps its drawing caps (how much of a matrix is drawn cell by cell): they
+    are how a figure looks, not what a request may ask."""
+    elsewhere = {
+        m: sorted(n for n in _constants(p) if _is_limit(n))
+        for m, p in MODULES.items()
+        if m != "mha_viz.config" and layer_of(m) != "figures"
+    }
+    assert not {m: names for m, names in elsewhere.items() if names}
+    in_config = set(_constants(MODULES["mha_viz.config"]))
+    assert {"MATCH_TOL", "MAX_HEADS", "MAX_INDUCTION_LENGTH", "MAX_UPLOAD_BYTES", "WINDOW_ROWS"} <= in_config
+
+
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Pow: operator.pow,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+}
+
+
+def _number(value: ast.expr) -> float | None:
+    """The value of a constant written as numbers and arithmetic (``128``, ``16 * 2**20``, ``-1``), else None."""
+    if isinstance(value, ast.Constant):
+        ok = isinstance(value.value, int | float) and not isinstance(value.value, bool)
+        return value.value if ok else None
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        inner = _number(value.operand)
+        return None if inner is None else -inner
+    if isinstance(value, ast.BinOp) and type(value.op) in _OPS:
+        left, right = _number(value.left), _number(value.right)
+        return None if left is None or right is None else _OPS[type(value.op)](left, right)
+    return None
+
+
+def test_no_number_is_named_twice() -> None:
+    """The same name bound to the same number in two modules is one setting written twice (WINDOW_ROWS = 128 was
+    in five views, MATCH_TOL in the road and the unembedding): it belongs in one place, imported by both."""
+    seen: dict[tuple[str, float], list[str]] = {}
+    for m, p in MODULES.items():
+        for name, value in _constants(p).items():
+            if (number := _number(value)) is not None:
+                seen.setdefault((name, number), []).append(m)
+    assert not {k: ms for k, ms in seen.items() if len(ms) > 1}

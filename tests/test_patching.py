@@ -144,7 +144,7 @@ def test_each_head_and_position_against_hooks(llama, pair, monkeypatch) -> None:
             cols = slice(h * DH, (h + 1) * DH)
             expected = _hooked(llama, f"model.layers.{layer}.self_attn.o_proj", cols, pre=True)
             assert batched[layer, h] == pytest.approx(expected, abs=1e-5), (layer, h)
-    monkeypatch.setattr(pt, "MAX_BATCH", 1)  # one run per pass: the same numbers
+    monkeypatch.setattr(pt, "MAX_PATCH_BATCH", 1)  # one run per pass: the same numbers
     np.testing.assert_allclose(pt.patch_heads(pair, "out"), batched, atol=1e-5)
     by_pos = pt.patch_positions(pair, 0, 3)
     cols = slice(3 * DH, 4 * DH)

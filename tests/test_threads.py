@@ -73,7 +73,7 @@ def torch_threads():
 def test_adapt_gives_torch_the_cores_others_leave_free(monkeypatch, torch_threads) -> None:
     """/proc/stat and this process's CPU time, read as a sequence: 4 cores; over the probe's 0.2 s the machine was
     busy for 0.7 core-seconds, of which this process 0.2: others kept 2.5 cores busy, so torch gets 4 − 2 (round half
-    to even: 2.5 → 2) = 2 threads, then all 4 when the others stop. A look within MIN_WINDOW_S changes nothing."""
+    to even: 2.5 → 2) = 2 threads, then all 4 when the others stop. A look within LOOK_WINDOW_S changes nothing."""
     torch = torch_threads
     four_cores(monkeypatch, [(0.0, 0.0, 0.0), (0.2, 0.7, 0.2), (0.3, 0.8, 0.3), (1.2, 1.7, 1.2)])
     torch.set_num_threads(4)

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from mha_viz.analysis.roles import SCORE_KEYS, is_punctuation
+from mha_viz.config import MAX_STATS_ROWS, SHARE_TOL
 from mha_viz.errors import MhaVizError
 
 STATS_COLUMNS = ("layer", "head", "texts", *(c for k in SCORE_KEYS for c in (k, f"{k}_std")), "label", "label_share")
 SHARES = frozenset(SCORE_KEYS) - {"entropy"}  # shares of attention: from 0 to 1
-MAX_STATS_ROWS = 65_536  # heads in a stats file (256 layers × 256 heads)
-TOLERANCE = 1e-6  # a share written with float rounding may pass 1 by this much
 CLARK_KEYS = ("cls", "sep", "punct")
 CLARK_PAPER = (
     "Clark, Khandelwal, Levy and Manning 2019, “What Does BERT Look At? An Analysis of BERT's Attention” "
@@ -114,8 +113,8 @@ def _checked_row(raw: Mapping[str, str | None], where: str, fix: str) -> dict[st
         if row["texts"] == 0 and math.isnan(number):
             row[key] = number  # a head with no texts has no statistics
             continue
-        hi = 1.0 + TOLERANCE if key in SHARES or key == "label_share" else math.inf
-        lo = -TOLERANCE
+        hi = 1.0 + SHARE_TOL if key in SHARES or key == "label_share" else math.inf
+        lo = -SHARE_TOL
         if not (math.isfinite(number) and lo <= number <= hi):
             span = "from 0 to 1" if math.isfinite(hi) else "≥ 0"
             raise MhaVizError(f"{where}: {key} = {value[:20]} is out of range (it must be {span}). {fix}")

@@ -20,7 +20,7 @@ from mha_viz.analysis.patterns import EPS, row_entropy
 ROLE_THRESHOLD = 0.5  # a role needs more than half of the (non-sink) attention on average
 BROAD_THRESHOLD = 0.8  # "broad": non-sink rows spread over keys with more than 80% of the uniform entropy
 SINK_THRESHOLD = 0.5  # first-token sink: more than half of the attention on position 0 (and no other role)
-MIN_REPEAT_ROWS = 3  # duplicate-token / induction labels need at least this many query tokens with a repeat
+REPEAT_THRESHOLD = 3  # duplicate-token / induction labels need at least this many query tokens with a repeat
 SCORE_KEYS = ("prev", "next", "self", "first", "dup", "induction", "special", "punct", "entropy", "spread")
 FIRST_TOKEN_SINK = "first-token sink"
 ROLE_RULES = (
@@ -33,7 +33,7 @@ ROLE_RULES = (
     "queries that have one; special / punct = weight on special / punctuation-only tokens; spread = non-sink "
     "row entropy ÷ ln(number of non-sink keys the row sees); entropy = mean row entropy in nats. "
     f"Labels, first rule that holds wins: induction: induction > {ROLE_THRESHOLD}; duplicate token: dup > "
-    f"{ROLE_THRESHOLD} (both need at least {MIN_REPEAT_ROWS} queries with a repeat); previous token: prev > "
+    f"{ROLE_THRESHOLD} (both need at least {REPEAT_THRESHOLD} queries with a repeat); previous token: prev > "
     f"{ROLE_THRESHOLD}; next token: next > {ROLE_THRESHOLD}; self: self > {ROLE_THRESHOLD}; <token> sink: "
     f"special > {ROLE_THRESHOLD} (named after the special token that gets most); punctuation: punct > "
     f"{ROLE_THRESHOLD}; {FIRST_TOKEN_SINK}: first > {SINK_THRESHOLD} (named after the token when position 0 is "
@@ -144,9 +144,9 @@ def head_roles(
     labels = []
     for k in range(h):
         s = {key: v[k] for key, v in scores.items()}
-        if n_ind >= MIN_REPEAT_ROWS and s["induction"] > t:
+        if n_ind >= REPEAT_THRESHOLD and s["induction"] > t:
             labels.append("induction")
-        elif n_dup >= MIN_REPEAT_ROWS and s["dup"] > t:
+        elif n_dup >= REPEAT_THRESHOLD and s["dup"] > t:
             labels.append("duplicate token")
         elif s["prev"] > t:
             labels.append("previous token")

@@ -21,7 +21,7 @@ def add_device(parser: argparse.ArgumentParser, spread: bool = True) -> None:
     parser.add_argument("--device", choices=DEVICES, default="auto")
     if not spread:
         return
-    from mha_viz.models.placement import MAPS, MAX_MEMORY_HELP
+    from mha_viz.models.placement import MAPS, MEMORY_MAP_SYNTAX
 
     g = parser.add_argument_group("a model larger than one device")
     g.add_argument(
@@ -31,7 +31,7 @@ def add_device(parser: argparse.ArgumentParser, spread: bool = True) -> None:
         help="spread the model's layers over the GPUs, the CPU and disk (auto: in that order)",
     )
     g.add_argument(
-        "--max-memory", default=None, help=f"with --device-map: the most each device holds, {MAX_MEMORY_HELP}"
+        "--max-memory", default=None, help=f"with --device-map: the most each device holds, {MEMORY_MAP_SYNTAX}"
     )
     g.add_argument("--offload-folder", default=None,
                    help="with --device-map: a folder for weights offloaded to disk (safetensors weights are read "

@@ -24,7 +24,7 @@ _SIZE = re.compile(r"^(\d+(?:\.\d+)?)(KB|MB|GB|TB|KIB|MIB|GIB|TIB)?$", re.IGNORE
 _UNITS = {"": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
           "TIB": 2**40}  # fmt: skip
 _KEYS = ("cpu", "mps")
-MAX_MEMORY_HELP = 'per device, e.g. "0=20GiB,1=20GiB,cpu=30GiB" or JSON {"0": "20GiB", "cpu": "30GiB"}'
+MEMORY_MAP_SYNTAX = 'per device, e.g. "0=20GiB,1=20GiB,cpu=30GiB" or JSON {"0": "20GiB", "cpu": "30GiB"}'
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def parse_max_memory(text: str) -> tuple[tuple[str, str], ...]:
         for part in text.split(","):
             key, eq, value = part.partition("=")
             if not eq or not key.strip() or not value.strip():
-                raise MhaVizError(f"max memory: {part.strip()!r} is not DEVICE=SIZE; {MAX_MEMORY_HELP}")
+                raise MhaVizError(f"max memory: {part.strip()!r} is not DEVICE=SIZE; {MEMORY_MAP_SYNTAX}")
             pairs.append((key.strip().lower(), _size(value)))
     found = tuple(pairs)
     check(Placement(max_memory=found))

@@ -7,7 +7,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from mha_viz.config import MAX_TEXT_CHARS  # checked before tokenising: a megabyte of text is refused at once
+from mha_viz.config import MAX_TEXT_CHARS, MAX_WORDS  # checked before tokenising: a megabyte of text is refused at once
 from mha_viz.trace import MhaVizError
 
 _VISIBLE_WS = {"\n": "↵", "\r": "↵", "\t": "⇥", " ": "␣"}
@@ -145,9 +145,6 @@ def decoder_tokens(tokenizer: object, target: str, start_id: int, max_tokens: in
     body = tokenize(tokenizer, target, max_tokens - 1, model_name, what="target text")
     cut = body.cut and dataclasses.replace(body.cut, limit=max_tokens, total_tokens=body.cut.total_tokens + 1)
     return dataclasses.replace(make_tokens(tokenizer, [int(start_id), *body.ids]), cut=cut)
-
-
-MAX_WORDS = 512  # the same cap as word pieces (the bundled tokenizer's model takes 512)
 
 
 def word_id(word: str) -> int:

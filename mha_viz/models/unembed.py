@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz.config import MATCH_TOL
 from mha_viz.models import offload
 from mha_viz.models.load import LoadedModel
 from mha_viz.trace import MhaVizError
@@ -37,7 +38,6 @@ _PROBE: ContextVar[dict | None] = ContextVar("mha_viz_unembed_probe", default=No
 _RESID: ContextVar[list | None] = ContextVar("mha_viz_final_residual", default=None)
 _LOCK = threading.Lock()
 _FOUND: weakref.WeakKeyDictionary[torch.nn.Module, Unembedding] = weakref.WeakKeyDictionary()
-MATCH_TOL = 1e-4
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,6 +20,7 @@ import dataclasses
 
 import torch
 
+from mha_viz.config import MAX_BATCH_CELLS, MAX_PADDING
 from mha_viz.models.capture import Call
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import ModelRun, run_model
@@ -27,8 +28,6 @@ from mha_viz.models.tokens import Tokens
 from mha_viz.pipeline.road import Recording, share_masks
 from mha_viz.trace import MhaVizError
 
-MAX_BATCH_CELLS = 2**25  # texts × heads × n² of one padded forward (the model's weights [b, h, n, n]: 128 MB)
-MAX_PADDING = 0.25  # padded positions per real one in a pass, at most
 SIDES = ("right", "left")
 
 

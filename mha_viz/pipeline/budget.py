@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mha_viz.config import MAX_CORPUS_TEXTS, hosted
+from mha_viz.config import CORPUS_BATCH, MAX_CORPUS_TEXTS, MAX_PATCH_BATCH, PATCH_OUTPUT_BYTES, hosted
 from mha_viz.trace import MhaVizError
 
 F32 = 4
@@ -34,7 +34,6 @@ MARGIN = 1.5  # temporaries (softmax, copies to the CPU, figure building)
 SLACK = 2**24  # and 16 MB a request for Python objects and the allocator's slack
 LENS_POSITIONS = 64  # the Next token view runs the logit lens on at most this many positions (the last ones)
 LENS_CHUNK_BYTES = 2**26  # the lens holds at most this much per chunk of positions: logits f32 + softmax f64
-INDUCTION_LENGTH = 50  # the Induction view's default tokens per copy (mha_viz.ui.views.induction.DEFAULT_LENGTH)
 
 # --- the time model: rates measured with benchmarks/bench_view_cost.py on this project's 2-core CI machine ---
 # (torch 2.13 CPU, 2 threads; MiniLM and SmolLM2-135M). Rough on purpose: a request is refused when the
@@ -208,10 +207,12 @@ PATCH_PASS_BYTES = 2**29  # a batch of patched runs holds at most this much of t
 
 
 def patch_batch(s: Sizes) -> int:
-    """Patched runs per forward pass (mha_viz.studies.patching): at most 32, at most 256 MB of logits or hidden states,
-    and at most PATCH_PASS_BYTES of activations (a long text's batch is smaller, not refused)."""
+    """Patched runs per forward pass (mha_viz.studies.patching): at most MAX_PATCH_BATCH, at most PATCH_OUTPUT_BYTES
+    of logits or hidden states, and at most PATCH_PASS_BYTES of activations (a long text's batch is smaller, not
+    refused)."""
     width = s.vocab or s.d_model
-    return max(1, min(32, 2**28 // (F32 * s.n_q * width), PATCH_PASS_BYTES // max(1, s.pass_bytes(logit_rows=0))))
+    by_output = PATCH_OUTPUT_BYTES // (F32 * s.n_q * width)
+    return max(1, min(MAX_PATCH_BATCH, by_output, PATCH_PASS_BYTES // max(1, s.pass_bytes(logit_rows=0))))
 
 
 def _patching(s: Sizes) -> Cost:
@@ -265,23 +266,20 @@ def _induction(s: Sizes) -> Cost:
                 s.pass_gflop() + s.n_layers * s.trace_gflop(), s.n_layers * s.n_heads + s.n_q * s.n_k)  # fmt: skip
 
 
-CORPUS_TEXTS = 16  # the Corpus view's estimate: one padded batch of this many texts like the page's (corpus_run.BATCH)
-
-
 def _corpus(s: Sizes) -> Cost:
-    """studies.corpus_run: a padded batch of CORPUS_TEXTS texts recorded at once, one text's every-layer patterns
-    at a time, and 10 scores per head kept for each of at most MAX_CORPUS_TEXTS texts; the time of CORPUS_TEXTS
+    """studies.corpus_run: a padded batch of CORPUS_BATCH texts recorded at once, one text's every-layer patterns
+    at a time, and 10 scores per head kept for each of at most MAX_CORPUS_TEXTS texts; the time of CORPUS_BATCH
     texts (corpus_seconds scales it to a run's count). Drawn: three layer × head maps and a line chart."""
     heads = s.n_layers * s.n_heads
     patterns = F32 * heads * s.n_q * s.n_k
     kept = F32 * 10 * heads * MAX_CORPUS_TEXTS
-    return Cost(CORPUS_TEXTS * s.recording_bytes() + patterns + s.trace_bytes() + kept,
-                CORPUS_TEXTS * (s.pass_gflop() + s.n_layers * s.trace_gflop()), 3 * heads)  # fmt: skip
+    return Cost(CORPUS_BATCH * s.recording_bytes() + patterns + s.trace_bytes() + kept,
+                CORPUS_BATCH * (s.pass_gflop() + s.n_layers * s.trace_gflop()), 3 * heads)  # fmt: skip
 
 
 def corpus_seconds(s: Sizes, n_texts: int) -> float:
     """Estimated server time of a Corpus run over ``n_texts`` texts of about the page text's length."""
-    return SECONDS_BASE + (seconds("Corpus", s) - SECONDS_BASE) * n_texts / CORPUS_TEXTS
+    return SECONDS_BASE + (seconds("Corpus", s) - SECONDS_BASE) * n_texts / CORPUS_BATCH
 
 
 ESTIMATES: dict[str, Callable[[Sizes], Cost]] = {

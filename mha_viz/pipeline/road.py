@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dtype, to_cpu
-from mha_viz.config import EMBEDDINGS, TOKENS, Config
+from mha_viz.config import EMBEDDINGS, MATCH_TOL, TOKENS, Config
 from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
 from mha_viz.models.capture import Call
 from mha_viz.models.differential import differential_of
@@ -33,7 +33,6 @@ from mha_viz.own import init_weights, load_weights, random_embeddings
 from mha_viz.pipeline import budget
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError, Routing
 
-MATCH_TOL = 1e-4  # a recomputed pattern further than this from the model's own weights is never shown
 SLIM_BYTES = 128 * 2**20  # a recording larger than this keeps only what the patterns need (Recording.slim)
 
 

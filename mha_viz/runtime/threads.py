@@ -14,7 +14,7 @@ far when other processes keep cores busy: its threads wait for each other's time
 2 cores, two busy processes beside it: 3.4–41 s with 2 threads, 1.3 s with one). So where nothing fixes the count
 (no MHA_VIZ_TORCH_THREADS, no OMP_NUM_THREADS, not hosted), ``adapt()`` runs before each request and the CLI's
 command: it measures how many cores other processes kept busy since the last look (/proc/stat's busy time minus this
-process's own CPU time, over at least MIN_WINDOW_S) and gives torch the cores left, at least one; the pools are
+process's own CPU time, over at least LOOK_WINDOW_S) and gives torch the cores left, at least one; the pools are
 resized only when that number changes."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def configure_threads() -> int | None:
     return n
 
 
-MIN_WINDOW_S = 0.25  # a shorter window since the last look keeps the last decision (no probe on the request's path)
+LOOK_WINDOW_S = 0.25  # a shorter window since the last look keeps the last decision (no probe on the request's path)
 PROBE_S = 0.2  # the first look (the CLI's) samples this long
 _last: tuple[float, float, float] | None = None  # (wall, all CPUs' busy seconds, this process's CPU seconds)
 
@@ -80,7 +80,7 @@ def others_busy(probe: bool = False) -> float | None:
     now = _sample()
     if now is None:
         return None
-    if _last is None or (probe and now[0] - _last[0] < MIN_WINDOW_S):
+    if _last is None or (probe and now[0] - _last[0] < LOOK_WINDOW_S):
         _last = now
         if not probe:
             return None
@@ -89,7 +89,7 @@ def others_busy(probe: bool = False) -> float | None:
         if now is None:
             return None
     wall, busy, own = (a - b for a, b in zip(now, _last, strict=True))
-    if wall < (0.9 * PROBE_S if probe else MIN_WINDOW_S):  # a probe's own window is PROBE_S
+    if wall < (0.9 * PROBE_S if probe else LOOK_WINDOW_S):  # a probe's own window is PROBE_S
         return None
     _last = now
     return max(0.0, (busy - own) / wall)

@@ -6,12 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mha_viz.config import MAX_OV_SOURCES
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.projections import HeadWeights, embedding_matrix, head_weights, unembedding_matrix
 from mha_viz.models.tokens import readable
 from mha_viz.studies import circuits
-
-MAX_SOURCES = 64  # distinct tokens of the text read through the OV circuit
 
 
 def layer_weights(lm: LoadedModel, part: str, layer: int) -> HeadWeights:
@@ -33,12 +32,12 @@ def token_pairs(
 ) -> dict[str, list]:
     """The token pairs each circuit favours most, with readable tokens.
 
-    "ov": for each distinct token of the text (at most MAX_SOURCES) as the attended source, its
+    "ov": for each distinct token of the text (at most MAX_OV_SOURCES) as the attended source, its
     ``per_source`` best destinations over the vocabulary, read through the LM head for models with one
     and against the embeddings otherwise: (source, [(destination, score), ...]). "qk": the k best
     (query, key, score) pairs over the distinct tokens of the text. Special tokens are left out."""
     special = set(getattr(lm.tokenizer, "all_special_ids", []) or [])
-    distinct = [i for i in dict.fromkeys(int(t) for t in ids) if i not in special][:MAX_SOURCES]
+    distinct = [i for i in dict.fromkeys(int(t) for t in ids) if i not in special][:MAX_OV_SOURCES]
     out: dict[str, list] = {"ov": [], "qk": [], "ov_reads": ""}
     if not distinct:
         return out

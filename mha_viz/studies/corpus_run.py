@@ -20,11 +20,11 @@ import numpy as np
 
 from mha_viz.analysis.corpus_stats import CLARK_KEYS, StatsTable, clark_scores
 from mha_viz.analysis.roles import SCORE_KEYS
+from mha_viz.config import CORPUS_BATCH
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.road import LoadedModel, Tokens
 from mha_viz.studies.corpus import Scorer, Sums, batches, text_item
 
-BATCH = 16  # texts per padded batch (the CLI's default)
 Progress = Callable[[float, str], None]
 
 
@@ -76,7 +76,7 @@ class CorpusRun:
 def run_corpus(
     lm: LoadedModel, model: str, device: str, part: str | None, texts: Sequence[str], progress: Progress | None = None
 ) -> CorpusRun:
-    """Score every text on the loaded model (studies.corpus.Scorer, padded batches of BATCH texts), keeping each
+    """Score every text on the loaded model (studies.corpus.Scorer, padded batches of CORPUS_BATCH texts), keeping each
     text's scores and Clark et al.'s attention sums; the request's deadline is checked between batches."""
     scorer = Scorer(model, part, device, lm=lm)
     n_layers, n_heads = scorer.shape
@@ -99,7 +99,7 @@ def run_corpus(
             names["sep"] = sp[-1] if len(sp) >= 2 else None
 
     done = 0
-    for batch in batches(items, BATCH):
+    for batch in batches(items, CORPUS_BATCH):
         budget.check_deadline()
         for item, found in zip(batch, scorer.tables(batch, observe), strict=True):
             if isinstance(found, str):
@@ -121,4 +121,4 @@ def run_corpus(
                      names.get("sep"))  # fmt: skip
 
 
-__all__ = ["BATCH", "CLARK_KEYS", "CorpusRun", "bundled_texts", "digest", "run_corpus"]
+__all__ = ["CLARK_KEYS", "CorpusRun", "bundled_texts", "digest", "run_corpus"]

@@ -28,16 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_viz.config import MAX_SEED, Config
+from mha_viz.config import MAX_INDUCTION_LENGTH, MAX_SEED, MIN_INDUCTION_LENGTH, Config
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, make_tokens
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.road import Recording, layer_trace
 from mha_viz.trace import MhaVizError
-
-MIN_LENGTH = 2
-MAX_LENGTH = 512
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,8 +74,8 @@ def is_decoder(lm: LoadedModel) -> bool:
 
 
 def max_length(lm: LoadedModel, bos: bool = True) -> int:
-    """The longest N the model takes (at most MAX_LENGTH)."""
-    return min(MAX_LENGTH, (lm.max_tokens - int(bos and bos_id(lm) is not None)) // 2)
+    """The longest N the model takes (at most MAX_INDUCTION_LENGTH)."""
+    return min(MAX_INDUCTION_LENGTH, (lm.max_tokens - int(bos and bos_id(lm) is not None)) // 2)
 
 
 def needs_decoder(lm: LoadedModel) -> None:
@@ -94,9 +91,15 @@ def needs_decoder(lm: LoadedModel) -> None:
 
 
 def check_length(lm: LoadedModel, length: int, bos: bool = True) -> None:
-    """Refuse N outside MIN_LENGTH..MAX_LENGTH or a sequence longer than the model takes."""
-    if isinstance(length, bool) or not isinstance(length, int) or not MIN_LENGTH <= length <= MAX_LENGTH:
-        raise MhaVizError(f"the length must be a whole number from {MIN_LENGTH} to {MAX_LENGTH}, got {length!r}")
+    """Refuse N outside MIN_INDUCTION_LENGTH..MAX_INDUCTION_LENGTH or a sequence longer than the model takes."""
+    if (
+        isinstance(length, bool)
+        or not isinstance(length, int)
+        or not MIN_INDUCTION_LENGTH <= length <= MAX_INDUCTION_LENGTH
+    ):
+        raise MhaVizError(
+            f"the length must be a whole number from {MIN_INDUCTION_LENGTH} to {MAX_INDUCTION_LENGTH}, got {length!r}"
+        )
     n = 2 * length + int(bos and bos_id(lm) is not None)
     if n > lm.max_tokens:
         most = (lm.max_tokens - (n - 2 * length)) // 2

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from mha_viz.analysis.referents import word
+from mha_viz.config import MAX_PATCH_BATCH
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import ModelRun, run_model
 from mha_viz.models.tokens import Tokens
@@ -42,8 +43,6 @@ IOI = (
 )
 IOI_ANSWERS = (" Mary", " John")
 REFERENTS = ("it", "animal", "street")  # focus, referent 1, referent 2 (Two sentences' pair)
-MAX_BATCH = 32  # patched runs per forward pass at most
-BATCH_BYTES = 2**28  # ... and at most this much of logits (or hidden states) per pass
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,15 +191,15 @@ def prepare(
 
 
 def batch_size(lm: LoadedModel, n_tokens: int) -> int:
-    """Patched runs per forward pass, as the budget counts them (budget.patch_batch: at most MAX_BATCH, at most
-    BATCH_BYTES of float32 outputs, at most budget.PATCH_PASS_BYTES of activations)."""
+    """Patched runs per forward pass, as the budget counts them (budget.patch_batch: at most MAX_PATCH_BATCH, at
+    most PATCH_OUTPUT_BYTES of float32 outputs, at most budget.PATCH_PASS_BYTES of activations)."""
     from mha_viz.pipeline import budget
 
     width = getattr(getattr(lm.model, "config", None), "vocab_size", 0) if lm.causal_lm else 0
     d_head = lm.d_model // max(1, lm.n_heads)
     layers = max(lm.n_layers(p) for p in lm.parts)
     sizes = budget.Sizes(n_tokens, n_tokens, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, layers, int(width or 0))
-    return min(MAX_BATCH, budget.patch_batch(sizes))
+    return min(MAX_PATCH_BATCH, budget.patch_batch(sizes))
 
 
 def _where(src: torch.Tensor, b: int) -> torch.Tensor:

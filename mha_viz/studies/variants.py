@@ -51,12 +51,13 @@ GROUPINGS = {
     "aligned": "similar heads grouped, then mean-pooled",
     "orthogonal": "consecutive heads rotated onto the group's first (Procrustes), then mean-pooled",
 }
-F32 = 4  # bytes per value (float32)
 LONG_CONTEXT = 32_768  # the stated long context the cache is also given for
 CACHE_FORMULA = "2 · layers · kv_heads · d_head · tokens · 4 bytes (keys and values, float32)"
 
 
-def kv_cache_bytes(n_layers: int, kv_heads: int, d_head: int, tokens: int, bytes_per_value: int = F32) -> int:
+def kv_cache_bytes(
+    n_layers: int, kv_heads: int, d_head: int, tokens: int, bytes_per_value: int = torch.float32.itemsize
+) -> int:
     """The key/value cache of ``tokens`` tokens: keys and values of every K/V head of every layer."""
     return 2 * n_layers * kv_heads * d_head * tokens * bytes_per_value
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz.config import Config
+from mha_viz.config import MAX_SWEEP_HEADS, Config
 from mha_viz.edits import divisors
 from mha_viz.pipeline import road as pipeline
 from mha_viz.studies import circuit_report, claims, importance
@@ -15,8 +15,6 @@ from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionWeights
 from mha_viz.ui.cache import get_all_patterns, get_trace, model_of, recording_of, tokens_of, whole_layer
 from mha_viz.ui.memo import CACHES, SizedCache, sized_cache
-
-MAX_SWEEP_HEADS = 64  # the head-count explorer offers divisors up to this many heads
 
 
 def sweep_counts(width: int) -> list[int]:

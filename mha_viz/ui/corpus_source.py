@@ -9,13 +9,12 @@ from dataclasses import dataclass
 import streamlit as st
 
 from mha_viz.analysis.corpus_stats import StatsTable, read_stats
-from mha_viz.config import Config, hosted, max_corpus_texts
+from mha_viz.config import MAX_UPLOAD_BYTES, Config, hosted, max_corpus_texts
 from mha_viz.errors import MhaVizError
 from mha_viz.studies.corpus_run import CorpusRun, Progress, bundled_texts, digest, run_corpus
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.links import check_choice, check_int, plain
 from mha_viz.ui.memo import CACHES, SizedCache
-from mha_viz.ui.sidebar import MAX_UPLOAD_BYTES
 
 SOURCES = {
     "examples": "the bundled examples",

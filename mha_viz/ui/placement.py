@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.config import hosted
-from mha_viz.models.placement import MAX_MEMORY_HELP, Placement, check, parse_max_memory
+from mha_viz.config import MAX_FOLDER_CHARS, hosted
+from mha_viz.models.placement import MEMORY_MAP_SYNTAX, Placement, check, parse_max_memory
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.links import plain
-
-MAX_FOLDER_CHARS = 500
 
 
 def placement_controls(pretrained: bool) -> str:
@@ -30,7 +28,7 @@ def placement_controls(pretrained: bool) -> str:
         )  # fmt: skip
         memory = st.text_input(
             "Max memory per device", "", key="max_memory", max_chars=200, disabled=not on,
-            placeholder="0=20GiB,cpu=30GiB", help=f"Optional: {MAX_MEMORY_HELP}. What does not fit goes to disk.",
+            placeholder="0=20GiB,cpu=30GiB", help=f"Optional: {MEMORY_MAP_SYNTAX}. What does not fit goes to disk.",
         )  # fmt: skip
         folder = ""
         if hosted():

@@ -15,13 +15,13 @@ from contextlib import contextmanager
 import streamlit as st
 import torch
 
+from mha_viz.config import INDUCTION_LENGTH, MAX_INDUCTION_LENGTH, MIN_INDUCTION_LENGTH
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.admission import ADMISSION
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.guard import stop_if_gone
 
-INDUCTION_MAX = 512  # mha_viz.studies.induction.MAX_LENGTH
 _WATCHED: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 _WATCH_LOCK = threading.Lock()
 
@@ -46,8 +46,8 @@ def _induction_tokens() -> int:
     """The Induction view's sequence: BOS and twice the tokens per copy its link or widget asks for."""
     raw = st.session_state.get("ind_length", st.query_params.get("ind_length", ""))
     text = str(raw).strip()
-    length = int(text) if text.isascii() and text.isdigit() and len(text) < 6 else budget.INDUCTION_LENGTH
-    return 2 * min(max(length, 2), INDUCTION_MAX) + 1
+    length = int(text) if text.isascii() and text.isdigit() and len(text) < 6 else INDUCTION_LENGTH
+    return 2 * min(max(length, MIN_INDUCTION_LENGTH), MAX_INDUCTION_LENGTH) + 1
 
 
 def sizes(name: str, ctx: Ctx) -> budget.Sizes:

@@ -17,6 +17,7 @@ from mha_viz.config import (
     MAX_HEADS,
     MAX_SEED,
     MAX_TEXT_CHARS,
+    MAX_UPLOAD_BYTES,
     OWN,
     PART_NAMES,
     TOKENS,
@@ -63,7 +64,6 @@ SOURCE_NOTES = {
     "smollm2": "Decoder (LLaMA): 30 layers × 9 query heads sharing 3 K/V heads, rotary positions, d_model 576.",
 }
 OWN_TOKENS = {"pieces": "word pieces (bundled tokenizer)", "words": "words (split on spaces)"}  # labels go in URLs
-MAX_UPLOAD_BYTES = 16 * 1024 * 1024
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 # the navigation (VIEW_GROUPS, VIEWS, GROUP_OF) comes from the one registry of views: mha_viz/ui/registry.py
 

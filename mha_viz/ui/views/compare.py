@@ -6,13 +6,12 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.patterns import head_distances, head_stats, similarity_order
+from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import head_bars, matrix_heatmap
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx, follow_head, valid_choice
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.window import row_window
-
-WINDOW_FROM, WINDOW_ROWS = 256, 128  # A, B and their difference beyond 256 tokens: 128 query rows at a time
 
 
 @sized_cache(max_entries=16, max_mb=1)

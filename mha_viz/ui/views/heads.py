@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
+from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
 from mha_viz.figures.common import plural, pool_blocks
 from mha_viz.pipeline.budget import check_grid
@@ -21,7 +22,6 @@ from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.window import row_window
 
-WINDOW_FROM, WINDOW_ROWS = 256, 128  # the opened head beyond 256 tokens: 128 query rows at a time
 POOLED_CELLS = GRID_MAX_CELLS // 2  # a grid that is averaged anyway (over 128 tokens): 64 blocks a side (~4 px each)
 
 

@@ -7,6 +7,7 @@ import hashlib
 import numpy as np
 import streamlit as st
 
+from mha_viz.config import AUTO_SCAN_TOKENS
 from mha_viz.figures import pruning_figure
 from mha_viz.studies import importance
 from mha_viz.ui.cache import model_of
@@ -17,7 +18,6 @@ from mha_viz.ui.links import check_choice
 from mha_viz.ui.sidebar import EXAMPLES
 
 AUTO_HEADS = 100  # scans of models with at most this many heads start by themselves (MiniLM: 72, ~0.5 s) ...
-AUTO_TOKENS = 96  # ... on texts of at most this many tokens (a 512-token text: 72 passes of ~1 s each)
 TEXT_SETS = {"this text": "this text", "set": "this text and the example sentences"}
 
 
@@ -82,7 +82,7 @@ def importance_view(ctx: Ctx) -> None:
     args = (ctx.config, texts, ctx.target, ctx.part)
     done = has_importance("importance", *args)
     tokens = len(ctx.base.tokens.ids)
-    auto = n * len(texts) <= AUTO_HEADS and tokens <= AUTO_TOKENS
+    auto = n * len(texts) <= AUTO_HEADS and tokens <= AUTO_SCAN_TOKENS
     if not done and not auto and not _run_button(_key("imp_go", args), f"Scan all {n} heads"):
         st.caption(
             f"{n} heads × {len(texts)} text(s), {tokens} tokens: one forward pass of the whole model each. "

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.config import MAX_SEED
+from mha_viz.config import INDUCTION_LENGTH, MAX_SEED, MIN_INDUCTION_LENGTH
 from mha_viz.figures import induction_map, loss_lines
-from mha_viz.studies.induction import MIN_LENGTH, InductionRun, is_decoder, max_length, run_induction
+from mha_viz.studies.induction import InductionRun, is_decoder, max_length, run_induction
 from mha_viz.ui.cache import get_model, model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, clicked_points, open_head
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.sidebar import check_int
 
-DEFAULT_LENGTH = 50
 COLUMNS = ("layer", "head", "induction_score")
 
 
@@ -57,12 +56,14 @@ def induction_view(ctx: Ctx) -> None:
         "it). The model's loss on the second copy drops when it copies from the first."
     )
     longest = max_length(lm)
-    default = min(DEFAULT_LENGTH, longest)
-    length_bind = check_int("ind_length", MIN_LENGTH, longest, default)  # None: the link's value is ignored
+    default = min(INDUCTION_LENGTH, longest)
+    length_bind = check_int("ind_length", MIN_INDUCTION_LENGTH, longest, default)  # None: the link's value is ignored
     seed_bind = check_int("ind_seed", 0, MAX_SEED, 0)
     c1, c2 = st.columns(2)
     length = int(
-        c1.number_input("Tokens per copy (N)", MIN_LENGTH, longest, default, key="ind_length", bind=length_bind)
+        c1.number_input(
+            "Tokens per copy (N)", MIN_INDUCTION_LENGTH, longest, default, key="ind_length", bind=length_bind
+        )
     )
     seed = int(c2.number_input("Seed", 0, MAX_SEED, 0, key="ind_seed", bind=seed_bind))
     run = get_induction(ctx.config.model_name, ctx.config.model_device, length, seed)

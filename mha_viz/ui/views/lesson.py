@@ -9,6 +9,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from mha_viz.analysis.lesson import Panel, build_steps, default_head, focus_row, wo_origin
+from mha_viz.config import WINDOW_ROWS
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.figures.lesson import mark_row
 from mha_viz.studies.claims import Equivalence, identity_blocker
@@ -20,7 +21,6 @@ from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.views.step_by_step import variant_section
 
-WINDOW_ROWS = 128  # query rows per matrix; a longer text is shown as a window the user moves
 PER_ROW, HEIGHT = 2, 380  # matrices side by side, and their height: Step by step's sizing (two per row, 380 px)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.referents import second_sentence
+from mha_viz.config import AUTO_SCAN_TOKENS
 from mha_viz.figures import token_bars
 from mha_viz.studies import patching as pt
 from mha_viz.ui.cache import model_of, tokens_of
@@ -20,8 +21,7 @@ from mha_viz.ui.views.importance import _cancel_button, _key, _progress, _run_bu
 from mha_viz.ui.views.two_sentences import SECOND_TEXT
 
 AUTO_RUNS = 100  # scans of at most this many patched runs start by themselves (MiniLM: 72 heads, ~0.5 s) ...
-AUTO_TOKENS = 96  # ... on texts of at most this many tokens
-TOP = 5
+TOP_HEADS = 5
 RESULTS = SizedCache("patching", max_entries=16, max_bytes=4 * 2**20)
 CACHES.append(RESULTS)
 
@@ -98,7 +98,7 @@ def patching_view(ctx: Ctx) -> None:
     tokens = len(lm.tokenizer(clean)["input_ids"])
     args = (ctx.config, (clean, corrupt, repr(words)), what, lm.parts[0])
     done = ("heads", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what) in RESULTS
-    auto = n <= AUTO_RUNS and tokens <= AUTO_TOKENS
+    auto = n <= AUTO_RUNS and tokens <= AUTO_SCAN_TOKENS
     if not done and not auto:
         _estimate(ctx, clean, corrupt, words, what)
         if not _run_button(_key("patch_go", args), f"Patch all {n} heads exactly"):
@@ -158,7 +158,7 @@ def _show(ctx: Ctx, lm, r: dict, what: str, clean: str, corrupt: str, words: dic
     layer_head_map(recovered.astype(np.float32), title, "recovered", "patch_map", ctx.c.image_format,
                    on_select=lambda: _open_head(lm.n_heads // lm.n_kv_heads if kv else 1), diverging=True)  # fmt: skip
     part = lm.parts[0]
-    top = pt.top_heads(recovered, TOP)
+    top = pt.top_heads(recovered, TOP_HEADS)
     lines = []
     for rank, (la, h, v) in enumerate(top, 1):
         heads = list(pt.sharing(lm, h)) if kv else [h]
@@ -223,5 +223,5 @@ def _path(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, top) -> None:
         kv = into in ("k", "v") and lm.n_kv_heads != lm.n_heads
         title = f"Recovered through each later {'K/V head' if kv else 'head'}'s {pt.WHATS[into]}, from L{la} H{h}"
         layer_head_map(rec.astype(np.float32), title, "recovered", "path_map", ctx.c.image_format, diverging=True)
-        best = pt.top_heads(np.nan_to_num(rec), TOP)
+        best = pt.top_heads(np.nan_to_num(rec), TOP_HEADS)
         st.markdown("Receivers by |recovered|: " + ", ".join(f"layer {a}, head {b} ({v:+.3f})" for a, b, v in best))

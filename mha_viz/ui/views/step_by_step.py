@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.steps import Step, head_steps, latent_cache, numbered, variant_steps
-from mha_viz.config import Config
+from mha_viz.config import WINDOW_ROWS, Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.common import plural
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
@@ -21,8 +21,6 @@ from mha_viz.ui.links import plain as escaped
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.window import row_window
-
-WINDOW_ROWS = 128  # query rows per matrix beyond 128 tokens (as the Lesson's)
 
 
 @sized_cache(max_entries=32, max_mb=1)

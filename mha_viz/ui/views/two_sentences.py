@@ -21,6 +21,7 @@ from mha_viz.analysis.referents import (
     shared_pairs,
     shared_weights,
 )
+from mha_viz.config import WINDOW_ROWS
 from mha_viz.figures import matrix_heatmap, paired_bars
 from mha_viz.ui.cache import get_trace, recording_of, tokens_of
 from mha_viz.ui.cache_rows import get_focus_rows
@@ -31,8 +32,7 @@ from mha_viz.ui.sidebar import check_text, plain
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
 LAST = "the last token (each sentence's own)"
 SHOWN = ("two_layer", "two_head")
-TOP = 5
-WINDOW_ROWS = 128  # the two patterns beyond 128 tokens: the rows around the focus token
+TOP_MOVED = 5
 FULL_WIDTH = 820  # px: the main column at a 1280 px page (long texts' patterns use all of it)
 NOTE = "_two_note"  # session_state: what the "replace word" button could not do
 
@@ -209,7 +209,7 @@ def two_view(ctx: Ctx) -> None:
     )
     title = f"Weight “{focus}” moves from “{c1}” to “{c2}” (first → second sentence), per head"
     layer_head_map(r["moved"], title, "moved", "two_moved", ctx.c.image_format, _on_map_click, diverging=True)
-    top = rank_heads(r["moved"], TOP)
+    top = rank_heads(r["moved"], TOP_MOVED)
     st.markdown(f"**Top {len(top)} heads** by |moved| (*Open* shows the head below):")
     for rank, (la, he, v) in enumerate(top, 1):
         left, right = st.columns([5, 1])

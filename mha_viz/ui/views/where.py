@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_viz.analysis.norms import shown_pattern
 from mha_viz.analysis.referents import default_pair, focus_head, rank_heads
+from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import matrix_heatmap
 from mha_viz.ui.cache_rows import get_focus_weights
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
@@ -15,7 +16,7 @@ from mha_viz.ui.context import Ctx, forget, map_click, open_head, set_linked, va
 from mha_viz.ui.sidebar import plain
 from mha_viz.ui.window import row_window
 
-WINDOW_FROM, WINDOW_ROWS = 512, 256  # the shown head beyond 512 tokens: 256 query rows at a time
+WHERE_FROM, WHERE_ROWS = 2 * WINDOW_FROM, 2 * WINDOW_ROWS  # one head, full width: twice the rows of Heads' windows
 
 SHOWN = ("where_layer", "where_head")
 
@@ -109,7 +110,7 @@ def _pick_top(ranked: list[tuple[int, int, float]]) -> None:
 
 def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int) -> None:
     """The opened head's whole pattern (the top head until a cell or a top head's pill picks another), with a
-    button that opens it in the Heads tab; beyond WINDOW_FROM tokens a window of its query rows.
+    button that opens it in the Heads tab; beyond WHERE_FROM tokens a window of its query rows.
 
     Shapes: weights [L, H] (query q on key k)."""
     L, H = weights.shape
@@ -121,7 +122,7 @@ def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int) -> None:
     c.button("Open in Heads", key="where_open", on_click=open_head, args=(la, he), help="the Heads tab on this head")
     p = shown_pattern(ctx.trace(la, x=False), ctx.measure)[he]  # [n_q, n_k]
     w = float(p[q, k])
-    rows = row_window(n, WINDOW_ROWS, "where_rows", "the shown head", q) if n > WINDOW_FROM else slice(0, n)
+    rows = row_window(n, WHERE_ROWS, "where_rows", "the shown head", q) if n > WHERE_FROM else slice(0, n)
     what = f"[{n} × {nk}]" if rows.stop - rows.start == n else f"rows {rows.start}–{rows.stop - 1} of [{n} × {nk}]"
     title = f"Layer {la}, head {he}: attention weights {what}; “{labels[q]}” → “{key_labels[k]}” = {w:.3f}"
     fig = matrix_heatmap(p[rows], key_labels, labels[rows], title, value_name=ctx.value_name, attention=True)
