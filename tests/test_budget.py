@@ -10,7 +10,8 @@ from conftest import SENTENCE
 from mha_viz.analysis.patterns import contribution_norms, head_distances, js_distance
 from mha_viz.config import Config
 from mha_viz.pipeline import budget
-from mha_viz.pipeline.road import own_trace, record, traces
+from mha_viz.pipeline.own_road import own_trace
+from mha_viz.pipeline.road import record, traces
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.memo import SizedCache, nbytes
 

@@ -7,7 +7,8 @@ import torch
 
 from conftest import SENTENCE
 from mha_viz.config import Config
-from mha_viz.pipeline.road import own_trace, traces
+from mha_viz.pipeline.own_road import own_trace
+from mha_viz.pipeline.road import traces
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 

@@ -11,7 +11,8 @@ from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.figures.masks import PAD_ROW_NOTE
 from mha_viz.models.tokens import word_tokens
-from mha_viz.pipeline.road import encode, own_input
+from mha_viz.pipeline.own_road import own_input
+from mha_viz.pipeline.road import encode
 from mha_viz.studies.padding import own_padded_batch, pad_ids, padded_batch
 
 SHORT = "The animal was tired"

@@ -8,7 +8,8 @@ import pytest
 from test_app import array, assert_clean, heatmaps, run_app, specs
 
 from mha_viz.config import Config
-from mha_viz.pipeline.road import load, own_trace
+from mha_viz.pipeline.own_road import own_trace
+from mha_viz.pipeline.road import load
 from mha_viz.ui.cache import get_recording
 from mha_viz.ui.sidebar import OWN_TOKENS, SOURCES, VIEWS
 

@@ -8,7 +8,8 @@ import torch
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.models.run import run_model, token_embeddings
-from mha_viz.pipeline.road import encode, own_trace, traces
+from mha_viz.pipeline.own_road import own_trace
+from mha_viz.pipeline.road import encode, traces
 from mha_viz.studies.sweeps import ablation_effect
 from mha_viz.trace import MhaVizError
 

@@ -18,7 +18,7 @@ from mha_viz.cli.main import main
 from mha_viz.config import Config
 from mha_viz.models.tokens import MAX_WORDS, word_id, word_tokens
 from mha_viz.own import random_embeddings
-from mha_viz.pipeline.road import own_trace
+from mha_viz.pipeline.own_road import own_trace
 from mha_viz.trace import MhaVizError
 
 ROOT = Path(__file__).resolve().parents[1]

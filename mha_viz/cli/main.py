@@ -179,7 +179,9 @@ def run_trace(
     """Compute what ``trace`` exports: (query tokens, key tokens, traces, the weights of a single traced
     layer when its projections are plain linear maps)."""
     from mha_viz.attention import resolve_device
-    from mha_viz.pipeline.road import edit_weights, layer_trace, layer_weights, load, own_trace, record
+    from mha_viz.pipeline.own_road import own_trace
+    from mha_viz.pipeline.road import layer_trace, layer_weights, load, record
+    from mha_viz.pipeline.what_ifs import edit_weights
 
     config = _config(args, str(resolve_device(args.device)))
     if config.own:

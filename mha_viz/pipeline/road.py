@@ -5,9 +5,11 @@
     layer_trace(lm, rec, part, layer, config)    the trace of one layer, after the what-if edits
     traces(config, text, ...)                    all of it in one call (the CLI)
 
+The what-if edits of a layer's weights and W^O are in what_ifs.py; own weights' one layer in own_road.py.
+
 A pretrained layer's trace is recomputed by our engine from the q, k, v the model used (so rotary
 embeddings, QK-norm, soft-capping, sliding windows and position biases are all in it) and checked
-against the model's own weights. Own weights have one layer, built from X.
+against the model's own weights.
 """
 
 from __future__ import annotations
@@ -19,19 +21,17 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dtype, to_cpu
-from mha_viz.config import EMBEDDINGS, MATCH_TOL, TOKENS, Config
-from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
+from mha_viz.config import MATCH_TOL, Config
 from mha_viz.models.capture import Call
 from mha_viz.models.differential import differential_of
 from mha_viz.models.latent import latent_of
 from mha_viz.models.load import LoadedModel, load_model
-from mha_viz.models.moa import routing_of
-from mha_viz.models.run import ModelRun, output_projection, run_layer, run_model, token_embeddings, word_embeddings
+from mha_viz.models.run import ModelRun, run_layer, run_model
 from mha_viz.models.sources import smollm2_dir, smollm2_ready  # noqa: F401 (the dashboard's way in)
 from mha_viz.models.tokens import Tokens, clean_text, cut_notice, decoder_tokens, tokenize, word_tokens  # noqa: F401
-from mha_viz.own import init_weights, load_weights, random_embeddings
 from mha_viz.pipeline import budget
-from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError, Routing
+from mha_viz.pipeline.what_ifs import edit_weights, edited_wo, routed
+from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
 SLIM_BYTES = 128 * 2**20  # a recording larger than this keeps only what the patterns need (Recording.slim)
 
@@ -282,55 +282,8 @@ def allowed_keys(call: Call, part: str, config: Config, rows: torch.Tensor | Non
     return allowed
 
 
-def wo_factors(config: Config) -> dict[int, float]:
-    """Per-head factors on W^O: the sidebar's head scaling, and 0 for ablated heads."""
-    factors = dict(config.head_scale)
-    factors.update({int(i): 0.0 for i in config.ablate})
-    return factors
-
-
-def routed(
-    lm: LoadedModel, call: Call, part: str, layer: int, config: Config
-) -> tuple[Routing | None, torch.Tensor | None, torch.Tensor | None]:
-    """A mixture of attention heads' routing, every expert's W^O as heads and the layer's bias, else (None, None,
-    None). Shapes: returns W_O [n_experts * n_kv_heads, d_head, d], b_O [d]."""
-    moa = lm.site(part, layer).moa
-    if not moa:
-        return None, None, None
-    if config.wo != "learned" or wo_factors(config):
-        raise MhaVizError(
-            _PER_TOKEN + "; the W^O what-ifs and head factors need one W^O per layer, so they do not apply here. "
-            "Step by step shows how each token's experts combine; try the what-ifs on another model"
-        )
-    routing, b_o = routing_of(lm.model, moa, call)
-    return routing, routing.W_E.reshape(-1, *routing.W_E.shape[2:]), b_o
-
-
-_PER_TOKEN = "this layer's W^O is chosen per token (a mixture of attention heads: each token's experts)"
-
-
-def edited_wo(
-    lm: LoadedModel, call: Call, part: str, layer: int, config: Config
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The layer's W^O per head after the W^O what-if and head factors. Shapes: returns [h, d_v, d], [d]."""
-    if lm.site(part, layer).moa:
-        raise MhaVizError(_PER_TOKEN + ", so no one W^O per head can be used here")
-    w_in, b_o = output_projection(lm, part, layer)  # [h*dv, d], [d]
-    h, dv = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
-    return edit_wo(w_in.reshape(h, dv, -1), b_o, config.wo, config.wo_seed, wo_factors(config))
-
-
 def _tag(trace: AttentionTrace, part: str, key_tokens: tuple[str, ...], delta: float | None) -> AttentionTrace:
     return dataclasses.replace(trace, part=part, key_tokens=key_tokens, model_delta=delta)
-
-
-def edit_weights(weights: AttentionWeights, config: Config) -> AttentionWeights:
-    """Apply the what-if edits in order: re-split heads, the W^O variant, head scaling, ablation."""
-    w = weights if config.heads is None else regroup_heads(weights, config.heads)
-    w = apply_wo(w, config.wo, config.wo_seed)
-    if config.head_scale:
-        w = scale_heads(w, dict(config.head_scale))
-    return ablate_heads(w, config.ablate) if config.ablate else w
 
 
 def traces(
@@ -348,60 +301,3 @@ def traces(
     chosen = range(lm.n_layers(part)) if layers is None else layers
     found = [layer_trace(lm, rec, part, int(i), config) for i in chosen]
     return rec.query_tokens(part), rec.key_tokens(part), found
-
-
-# --- own weights ----------------------------------------------------------------------------------
-def own_weights(config: Config) -> AttentionWeights:
-    """Own weights: loaded from config.weights_file, or made from (d_model, n_heads, seed, init, bias)."""
-    if config.weights_file:
-        return load_weights(config.weights_file)
-    return init_weights(config.d_model, config.n_heads, config.seed, config.init, config.bias)
-
-
-def own_tokens(lm: LoadedModel, text: str, config: Config) -> Tokens:
-    """The tokens own weights see: the bundled tokenizer's word pieces (with [CLS]/[SEP]), or words
-    (config.tokens == "words": split on whitespace, no special tokens, ids from tokens.word_id)."""
-    if config.tokens == "words":
-        return word_tokens(text)
-    if config.tokens != "pieces":
-        raise MhaVizError(f"unknown tokens {config.tokens!r}; choose one of {', '.join(TOKENS)}")
-    return tokenize(lm.tokenizer, text, lm.max_tokens, lm.name)
-
-
-def own_input(lm: LoadedModel, text: str, config: Config, d_model: int) -> tuple[Tokens, torch.Tensor]:
-    """The tokens of ``text`` and X for own weights. Shapes: returns X [pos, d_model].
-
-    Random embeddings are seeded per token id (a word's id for word tokens). Model embeddings of a word
-    are the mean of its word pieces' embeddings in the bundled model (plus the model's position embedding
-    at the word's position, if asked)."""
-    tokens = own_tokens(lm, text, config)
-    if config.embeddings == "random":
-        return tokens, random_embeddings(list(tokens.ids), d_model, config.seed, config.positions)
-    if config.embeddings != "model":
-        raise MhaVizError(f"unknown embeddings {config.embeddings!r}; choose one of {', '.join(EMBEDDINGS)}")
-    if d_model != lm.d_model:
-        raise MhaVizError(
-            f"{lm.name}'s embeddings have {lm.d_model} dimensions but d_model is {d_model}; "
-            f"set d_model to {lm.d_model} or use random embeddings"
-        )
-    if config.tokens != "words":
-        return tokens, token_embeddings(lm, tokens.ids, config.positions)
-    return tokens, word_embeddings(lm, clean_text(text).split(), config.positions)
-
-
-def own_trace(lm: LoadedModel, text: str, config: Config) -> tuple[Tokens, AttentionWeights, AttentionTrace]:
-    """Trace own weights on ``text`` (word pieces of ``lm``'s tokenizer, or words: config.tokens;
-    config.heads is not used: for own weights the head count is config.n_heads)."""
-    tokens = own_tokens(lm, text, config)
-    n = len(tokens.ids)
-    d_head = max(1, config.d_model // max(1, config.n_heads))
-    shape = budget.Sizes(n, n, config.n_heads, config.n_heads, d_head, config.d_model)
-    budget.check("Heads", shape, what="This layer's trace")
-    base = own_weights(config)
-    weights = edit_weights(base, config.replace(heads=None))
-    tokens, x = own_input(lm, text, config, base.d_model)
-    trace = compute_trace(
-        weights, x, tokens.labels,
-        causal=config.causal, scaled=config.scaled, device=config.device, dtype=config.dtype,
-    )  # fmt: skip
-    return tokens, weights, trace

@@ -17,7 +17,8 @@ from mha_viz.analysis.norms import row_shares
 from mha_viz.attention import attention_pattern, resolve_device, resolve_dtype
 from mha_viz.config import Config
 from mha_viz.models.load import LoadedModel
-from mha_viz.pipeline.road import Recording, allowed_keys, check_match, edited_wo, layer_trace
+from mha_viz.pipeline.road import Recording, allowed_keys, check_match, layer_trace
+from mha_viz.pipeline.what_ifs import edited_wo
 from mha_viz.pooling import block_means, pool_factor
 from mha_viz.trace import MhaVizError
 

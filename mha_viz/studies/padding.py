@@ -21,7 +21,8 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens
 from mha_viz.pipeline import budget
-from mha_viz.pipeline.road import MATCH_TOL, Recording, layer_trace, own_input, own_weights, record
+from mha_viz.pipeline.own_road import own_input, own_weights
+from mha_viz.pipeline.road import MATCH_TOL, Recording, layer_trace, record
 from mha_viz.trace import MhaVizError
 
 PAD_LABEL = "[PAD]"

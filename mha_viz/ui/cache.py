@@ -17,6 +17,7 @@ import numpy as np
 from mha_viz.config import Config
 from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.own import save_weights
+from mha_viz.pipeline import own_road
 from mha_viz.pipeline import road as pipeline
 from mha_viz.pipeline.road import Call, LoadedModel, Tokens
 from mha_viz.runtime.allocator import tune_allocator
@@ -167,13 +168,13 @@ def own_patterns(config: Config, text: str, measure: str = "weight") -> np.ndarr
 
 @sized_cache(max_entries=8, max_mb=64)
 def get_own(config: Config, text: str) -> tuple[Tokens, AttentionTrace]:
-    tokens, _, trace = pipeline.own_trace(model_of(config), text, config)
+    tokens, _, trace = own_road.own_trace(model_of(config), text, config)
     return tokens, trace
 
 
 def get_base(config: Config, text: str, target: str | None, part: str | None, layer: int) -> Base:
     if config.own:  # sizes only: the trace itself waits until the view's budget is checked
-        tokens = pipeline.own_tokens(model_of(config), text, config)
+        tokens = own_road.own_tokens(model_of(config), text, config)
         w = get_own_weights(config)
         return Base(tokens, tokens, "encoder", ("encoder",), 1, w.n_heads, w.n_kv_heads, w.d_head, w.d_model, False,
                     True, "own weights", True)  # fmt: skip
@@ -240,7 +241,7 @@ def get_all_patterns(
 @sized_cache(max_entries=4, max_mb=160)
 def get_own_weights(config: Config) -> AttentionWeights:
     """Own weights (made or loaded once per config; at most 4 × 64 MB)."""
-    return pipeline.own_weights(config)
+    return own_road.own_weights(config)
 
 
 @sized_cache(max_entries=8, max_mb=40)

@@ -9,6 +9,7 @@ import torch
 
 from mha_viz.config import MAX_SWEEP_HEADS, Config
 from mha_viz.edits import divisors
+from mha_viz.pipeline import own_road
 from mha_viz.pipeline import road as pipeline
 from mha_viz.studies import circuit_report, claims, importance
 from mha_viz.studies import sweeps as studies
@@ -24,8 +25,8 @@ def sweep_counts(width: int) -> list[int]:
 def _plain_layer(config: Config, text: str, target: str | None, part: str | None, layer: int):
     """(weights, X) of a plain-linear layer (own weights: the whole layer)."""
     if config.own:
-        w = pipeline.own_weights(config)
-        return w, pipeline.own_input(model_of(config), text, config, w.d_model)[1]
+        w = own_road.own_weights(config)
+        return w, own_road.own_input(model_of(config), text, config, w.d_model)[1]
     lm = model_of(config)
     rec = whole_layer(config, text, target, part, layer)
     part = lm.part(part)
