@@ -419,12 +419,12 @@ def test_hostile_uploads_are_messages_and_the_page_recovers(minilm) -> None:
 def test_weights_download_failure_is_a_sidebar_message(monkeypatch, minilm) -> None:
     import importlib
 
-    sidebar = importlib.import_module("mha_viz.ui.sidebar")  # the module (mha_viz.ui.sidebar is also a function)
+    own_controls = importlib.import_module("mha_viz.ui.own_controls")
 
     def broken(_config):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(sidebar, "get_weights_file", broken)
+    monkeypatch.setattr(own_controls, "get_weights_file", broken)
     at = run_app(src="Own weights", d_model="64", own_heads="4", view="Heads")
     assert not at.exception, [e.value for e in at.exception]
     (message,) = [e.value.replace("\\", "") for e in at.sidebar.error]

@@ -90,7 +90,8 @@ def test_each_limit_is_defined_once() -> None:
     from mha_viz.studies import induction
 
     sidebar = importlib.import_module("mha_viz.ui.sidebar")
-    assert sidebar.MAX_SEED is config.MAX_SEED == 2**32 - 1
+    own_controls = importlib.import_module("mha_viz.ui.own_controls")
+    assert own_controls.MAX_SEED is config.MAX_SEED == 2**32 - 1
     assert cli.MAX_SEED is config.MAX_SEED and induction.MAX_SEED is config.MAX_SEED
     assert tokens.MAX_TEXT_CHARS is config.MAX_TEXT_CHARS and sidebar.MAX_TEXT_CHARS is config.MAX_TEXT_CHARS
     assert not hasattr(importlib.import_module("mha_viz.ui.views.wo"), "MAX_WO_SEED")

@@ -11,7 +11,8 @@ from mha_viz.config import Config
 from mha_viz.pipeline.own_road import own_trace
 from mha_viz.pipeline.road import load
 from mha_viz.ui.cache import get_recording
-from mha_viz.ui.sidebar import OWN_TOKENS, SOURCES, VIEWS
+from mha_viz.ui.own_controls import OWN_TOKENS
+from mha_viz.ui.sidebar import SOURCES, VIEWS
 
 TEXT = "humpty dumpty sat on"
 OWN = {"src": SOURCES["own"], "text": TEXT, "own_tokens": OWN_TOKENS["words"], "own_heads": "8", "d_model": "512"}
