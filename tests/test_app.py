@@ -491,7 +491,8 @@ def test_roles_map_click_opens_the_head(monkeypatch) -> None:
     """A click on the role map's cell (customdata layer, head, scores...) opens that head in the Heads view."""
     from types import SimpleNamespace
 
-    import mha_viz.ui.context as context
+    import mha_viz.ui.choices as choices
+    import mha_viz.ui.opened as opened
     import mha_viz.ui.views.roles as roles
 
     state = {
@@ -499,7 +500,8 @@ def test_roles_map_click_opens_the_head(monkeypatch) -> None:
     }
     link: dict[str, str] = {}
     fake = SimpleNamespace(session_state=state, query_params=link)
-    monkeypatch.setattr(context, "st", fake)
+    monkeypatch.setattr(choices, "st", fake)
+    monkeypatch.setattr(opened, "st", fake)
     monkeypatch.setattr(roles, "st", fake)
     roles._on_cell_click()
     assert (state["layer"], state["head"], state["view"]) == (4, 7, "Heads")

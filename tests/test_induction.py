@@ -198,7 +198,8 @@ def test_view_on_smollm2_map_top_heads_and_losses() -> None:
 def test_map_click_opens_the_head(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    import mha_viz.ui.context as context
+    import mha_viz.ui.choices as choices
+    import mha_viz.ui.opened as opened
     import mha_viz.ui.views.induction as view
 
     state = {
@@ -206,7 +207,8 @@ def test_map_click_opens_the_head(monkeypatch) -> None:
     }
     link: dict = {}
     fake = SimpleNamespace(session_state=state, query_params=link)
-    monkeypatch.setattr(context, "st", fake)
+    monkeypatch.setattr(choices, "st", fake)
+    monkeypatch.setattr(opened, "st", fake)
     monkeypatch.setattr(view, "st", fake)
     view._on_cell_click()
     assert (state["layer"], state["head"], state["view"]) == (17, 3, "Heads")

@@ -244,12 +244,14 @@ def test_click_on_a_query_token_makes_it_the_focus(custom, focus, monkeypatch) -
     a click on a key token (right column) changes nothing."""
     from types import SimpleNamespace
 
-    import mha_viz.ui.context as context
+    import mha_viz.ui.choices as choices
+    import mha_viz.ui.opened as opened
     import mha_viz.ui.views.lines as view
 
     state = {"lines_fig": SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": custom}]))}
     fake = SimpleNamespace(session_state=state, query_params={})
-    monkeypatch.setattr(context, "st", fake)
+    monkeypatch.setattr(choices, "st", fake)
+    monkeypatch.setattr(opened, "st", fake)
     monkeypatch.setattr(view, "st", fake)
     view._on_click(LABELS)
     assert state.get("lines_focus") == focus

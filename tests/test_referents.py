@@ -297,14 +297,16 @@ def test_map_click_opens_the_head_in_place(module: str, chart: str, keys: tuple[
     import importlib
     from types import SimpleNamespace
 
-    import mha_viz.ui.context as context
+    import mha_viz.ui.choices as choices
+    import mha_viz.ui.opened as opened
 
     view = importlib.import_module(f"mha_viz.ui.views.{module}")
     points = [{"customdata": {"0": 4, "1": 7, "2": 0.5}}]
     state = {chart: SimpleNamespace(selection=SimpleNamespace(points=points))}
     link: dict = {}
     fake = SimpleNamespace(session_state=state, query_params=link)
-    monkeypatch.setattr(context, "st", fake)
+    monkeypatch.setattr(choices, "st", fake)
+    monkeypatch.setattr(opened, "st", fake)
     monkeypatch.setattr(view, "st", fake)
     view._on_map_click()
     assert (state[keys[0]], state[keys[1]]) == (4, 7) and "view" not in state

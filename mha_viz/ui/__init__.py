@@ -23,11 +23,12 @@ from mha_viz.ui.cache import (
     recording_progress,
 )
 from mha_viz.ui.common import recording_figures
-from mha_viz.ui.context import Ctx, follow_model, unmet
+from mha_viz.ui.context import Ctx, unmet
 from mha_viz.ui.errors import guarded
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
 from mha_viz.ui.memo import collect_garbage, drop_held
+from mha_viz.ui.opened import follow_model
 from mha_viz.ui.registry import BY_NAME, REGISTRY
 from mha_viz.ui.sidebar import (
     GROUP_OF,

@@ -233,7 +233,7 @@ def layer_head_map(
     diverging: bool = False,
 ) -> None:
     """One number per layer × head as a heatmap (rows L0…, columns H0…); with ``on_select``, a click on a cell
-    calls it (read the cell with context.clicked_points(key): customdata (layer, head, value)).
+    calls it (read the cell with choices.clicked_points(key): customdata (layer, head, value)).
     Shapes: values [L, H]."""
     fig = layer_head_values(values, title, value_name, diverging=diverging)
     plot(fig, key, image_format, on_select=on_select or "ignore")

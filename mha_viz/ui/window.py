@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.ui.context import valid_choice
+from mha_viz.ui.choices import valid_choice
 
 
 def window_starts(n: int, size: int) -> list[int]:

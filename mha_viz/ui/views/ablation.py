@@ -8,7 +8,8 @@ from mha_viz.config import PART_NAMES
 from mha_viz.figures import token_bars
 from mha_viz.ui.cache_studies import get_ablation
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, follow_head
+from mha_viz.ui.context import Ctx
+from mha_viz.ui.opened import follow_head
 
 
 def ablation_view(ctx: Ctx) -> None:

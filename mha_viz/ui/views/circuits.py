@@ -8,8 +8,10 @@ import streamlit as st
 from mha_viz.figures import spectra
 from mha_viz.studies import circuits
 from mha_viz.ui.cache_studies import get_copying_map, get_head_weights, get_token_pairs
+from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, follow_head, open_head
+from mha_viz.ui.context import Ctx
+from mha_viz.ui.opened import follow_head, open_head
 
 CIRCUITS_TEXT = (
     "Head h scores query x_i against key x_j by x_i·W_Q^h·(x_j·W_K^h)ᵀ, so **W_Q^h·W_K^hᵀ** (the *QK circuit*, "

@@ -8,9 +8,11 @@ import streamlit as st
 from mha_viz.analysis.patterns import head_distances, head_stats, similarity_order
 from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import head_bars, matrix_heatmap
+from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, follow_head, valid_choice
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.opened import follow_head
 from mha_viz.ui.window import row_window
 
 

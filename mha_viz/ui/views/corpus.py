@@ -14,10 +14,12 @@ from mha_viz.config import MAX_TEXT_CHARS
 from mha_viz.figures import clark_lines, corpus_map
 from mha_viz.pipeline import budget
 from mha_viz.studies.corpus_run import CorpusRun
+from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, open_head, set_linked
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.corpus_source import Texts, choose_corpus, get_run, has_run
 from mha_viz.ui.links import check_choice, plain
+from mha_viz.ui.opened import open_head, set_linked
 from mha_viz.ui.request import sizes
 
 AUTO_CELLS = 16 * 72  # texts × heads that score by themselves (MiniLM: 16 texts, a few seconds); more on a button

@@ -9,8 +9,9 @@ from mha_viz.edits import divisors
 from mha_viz.figures.common import plural
 from mha_viz.pipeline.budget import check_grid
 from mha_viz.ui.cache_studies import MAX_SWEEP_HEADS, get_sweep, sweep_counts
+from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.timing import timed_fragment
 
 

@@ -15,9 +15,11 @@ from mha_viz.pipeline.budget import check_grid
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import provisional
 from mha_viz.ui.cache_rows import get_role_labels
+from mha_viz.ui.choices import clicked_points, valid_choice
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, clicked_points, keep_layer, opened_head, set_linked, take_focus, valid_choice
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
+from mha_viz.ui.opened import keep_layer, opened_head, set_linked, take_focus
 from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.window import row_window

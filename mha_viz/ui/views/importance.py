@@ -12,9 +12,11 @@ from mha_viz.figures import pruning_figure
 from mha_viz.studies import importance
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.cache_studies import get_curve, get_importance, has_importance
+from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, open_head
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import check_choice
+from mha_viz.ui.opened import open_head
 from mha_viz.ui.sidebar import EXAMPLES
 
 AUTO_HEADS = 100  # scans of models with at most this many heads start by themselves (MiniLM: 72, ~0.5 s) ...

@@ -12,9 +12,11 @@ from mha_viz.config import INDUCTION_LENGTH, MAX_SEED, MIN_INDUCTION_LENGTH
 from mha_viz.figures import induction_map, loss_lines
 from mha_viz.studies.induction import InductionRun, is_decoder, max_length, run_induction
 from mha_viz.ui.cache import get_model, model_of
+from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, open_head
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.opened import open_head
 from mha_viz.ui.sidebar import check_int
 
 COLUMNS = ("layer", "head", "induction_score")

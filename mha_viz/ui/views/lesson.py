@@ -14,9 +14,11 @@ from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.figures.lesson import mark_row
 from mha_viz.studies.claims import Equivalence, identity_blocker
 from mha_viz.ui.cache_studies import get_identity_pair, get_loop_vs_batched, get_plain_weights
+from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import cached_figure, forget_figures, plot
-from mha_viz.ui.context import Ctx, follow_head, valid_choice
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.lazy import LazyBoxes
+from mha_viz.ui.opened import follow_head
 from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.views.step_by_step import variant_section

@@ -18,8 +18,10 @@ from mha_viz.figures import (
     strongest_head,
     token_window,
 )
+from mha_viz.ui.choices import clicked_points, valid_choice
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, follow_focus, follow_head, set_linked, valid_choice
+from mha_viz.ui.context import Ctx
+from mha_viz.ui.opened import follow_focus, follow_head, set_linked
 from mha_viz.ui.sidebar import check_int, note_ignored, summarize, url_value
 
 ALL = "(all tokens)"  # the focus choice that draws every query's lines

@@ -10,8 +10,9 @@ from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.masks import padded_pattern
 from mha_viz.studies.padding import PaddedBatch, own_padded_batch, padded_batch
 from mha_viz.ui.cache import get_model, get_recording, model_of
+from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import downloads, plot
-from mha_viz.ui.context import Ctx, valid_choice
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.sidebar import MAX_TEXT_CHARS, check_text
 

@@ -10,9 +10,11 @@ from mha_viz.pipeline.budget import LENS_POSITIONS
 from mha_viz.studies import logits
 from mha_viz.studies.logits import Readout
 from mha_viz.ui.cache import get_model, get_recording, model_of
+from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, open_head, valid_choice
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.opened import open_head
 
 LENS_MAX_TOKENS = LENS_POSITIONS  # the lens runs on, and its heatmap shows, at most this many positions (the last)
 

@@ -8,8 +8,10 @@ import streamlit as st
 from mha_viz.figures import GRID_MAX_CELLS, overview
 from mha_viz.figures.common import OVERVIEW_TILE, plural
 from mha_viz.ui.cache_rows import get_pooled_patterns
+from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import downloads, plot, shown
-from mha_viz.ui.context import Ctx, clicked_points, open_head
+from mha_viz.ui.context import Ctx
+from mha_viz.ui.opened import open_head
 
 TILE = OVERVIEW_TILE  # cells per tile side: longer texts are block-averaged as computed
 

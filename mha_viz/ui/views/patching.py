@@ -13,9 +13,11 @@ from mha_viz.figures import token_bars
 from mha_viz.studies import patching as pt
 from mha_viz.ui.cache import model_of, tokens_of
 from mha_viz.ui.cache_rows import get_role_labels
+from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, kept_input, layer_head_map, plot
-from mha_viz.ui.context import Ctx, clicked_points, open_head
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.memo import CACHES, SizedCache
+from mha_viz.ui.opened import open_head
 from mha_viz.ui.sidebar import plain
 from mha_viz.ui.views.importance import _cancel_button, _key, _progress, _run_button
 from mha_viz.ui.views.two_sentences import SECOND_TEXT

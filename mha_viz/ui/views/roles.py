@@ -9,8 +9,10 @@ import streamlit as st
 from mha_viz.analysis.roles import ROLE_RULES, SCORE_KEYS
 from mha_viz.figures import roles_map
 from mha_viz.ui.cache_studies import get_roles
+from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, plot
-from mha_viz.ui.context import Ctx, clicked_points, open_head
+from mha_viz.ui.context import Ctx
+from mha_viz.ui.opened import open_head
 
 ROLE_COLUMNS = ("layer", "head", "label", *SCORE_KEYS)
 

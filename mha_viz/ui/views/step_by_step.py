@@ -16,9 +16,10 @@ from mha_viz.pipeline import road as pipeline
 from mha_viz.trace import AttentionTrace, MhaVizError
 from mha_viz.ui.cache import get_own_weights, model_of, recording_of
 from mha_viz.ui.common import downloads, plot
-from mha_viz.ui.context import Ctx, follow_head
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import plain as escaped
 from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.opened import follow_head
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.window import row_window
 

@@ -25,8 +25,10 @@ from mha_viz.config import WINDOW_ROWS
 from mha_viz.figures import matrix_heatmap, paired_bars
 from mha_viz.ui.cache import get_trace, recording_of, tokens_of
 from mha_viz.ui.cache_rows import get_focus_rows
+from mha_viz.ui.choices import forget, map_click, valid_choice
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, forget, map_click, needs_pretrained, set_linked, valid_choice
+from mha_viz.ui.context import Ctx, needs_pretrained
+from mha_viz.ui.opened import set_linked
 from mha_viz.ui.sidebar import check_text, plain
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"

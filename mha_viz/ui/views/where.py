@@ -11,8 +11,10 @@ from mha_viz.analysis.referents import default_pair, focus_head, rank_heads
 from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import matrix_heatmap
 from mha_viz.ui.cache_rows import get_focus_weights
+from mha_viz.ui.choices import forget, map_click, valid_choice
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
-from mha_viz.ui.context import Ctx, forget, map_click, open_head, set_linked, valid_choice
+from mha_viz.ui.context import Ctx
+from mha_viz.ui.opened import open_head, set_linked
 from mha_viz.ui.sidebar import plain
 from mha_viz.ui.window import row_window
 

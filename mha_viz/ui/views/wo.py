@@ -8,8 +8,9 @@ import streamlit as st
 
 from mha_viz.analysis.patterns import contribution_norms, output_change
 from mha_viz.config import MAX_SEED
+from mha_viz.ui.choices import valid_choice, valid_choices
 from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
-from mha_viz.ui.context import Ctx, valid_choice, valid_choices
+from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import check_float, check_int
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.views.lesson import show_identity_claim, wo_words
