@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import torch
 
+from mha_viz.config import DTYPE_NAMES
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 def available_devices() -> list[str]:

@@ -15,6 +15,9 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the bundled offline model
 PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 EMBEDDINGS = ("random", "model")
 PLACEMENT_SEP = "|"  # Config.model_device: "<device>|<placement>" (models/placement.py splits it)
+INITS = ("xavier", "identity")  # own weights' init
+WO_MODES = ("learned", "identity", "random")  # the W^O what-if
+DTYPE_NAMES = ("float32", "float64")  # what the engine computes in
 TOKENS = ("pieces", "words")  # own weights: the bundled tokenizer's word pieces, or words split on whitespace
 
 # --- limits, each in one place (the dashboard, its links, the CLI and the engine import them) ---------------

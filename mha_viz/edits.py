@@ -10,9 +10,8 @@ from collections.abc import Iterable
 
 import torch
 
+from mha_viz.config import WO_MODES
 from mha_viz.trace import AttentionWeights, MhaVizError
-
-WO_MODES = ("learned", "identity", "random")
 
 
 def divisors(n: int) -> list[int]:

@@ -15,11 +15,10 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from mha_viz.config import MAX_ABS_WEIGHT, MAX_D_MODEL, MAX_FILE_BYTES, MAX_HEADER_BYTES, MAX_HEADS, MAX_SCALE
+from mha_viz.config import INITS, MAX_ABS_WEIGHT, MAX_D_MODEL, MAX_FILE_BYTES, MAX_HEADER_BYTES, MAX_HEADS, MAX_SCALE
 from mha_viz.edits import divisors
 from mha_viz.trace import AttentionWeights, MhaVizError
 
-INITS = ("xavier", "identity")
 FORMAT_TAG = "mha-viz-own-weights/1"
 _ST_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
 _NAMES = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")

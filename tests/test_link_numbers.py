@@ -85,7 +85,7 @@ def test_link_float_result_is_finite_and_in_range(text: str) -> None:
 def test_each_limit_is_defined_once() -> None:
     import importlib
 
-    from mha_viz.cli import main as cli
+    from mha_viz.cli import trace as cli
     from mha_viz.models import tokens
     from mha_viz.studies import induction
 

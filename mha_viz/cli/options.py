@@ -5,14 +5,58 @@ Light on purpose: imported while the arguments are parsed (torch loads later).""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
+from mha_viz.config import PART_NAMES
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
     from mha_viz.pipeline.road import LoadedModel
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+PARTS = tuple(PART_NAMES)  # --part: encoder, decoder, cross
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one line instead of usage + error (raised as MhaVizError: the CLI prints it, exit status 2)."""
+
+    def error(self, message: str) -> None:
+        raise MhaVizError(f"{message} (see {self.prog} --help)")
+
+
+def heads_list(text: str) -> tuple[int, ...]:
+    """An argparse type: head numbers like 0,3."""
+    try:
+        return tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ablate takes head numbers like 0,3, got {text[:40]!r}") from None
+
+
+def int_in(lo: int, hi: int | None, what: str):
+    """An argparse type: an integer from lo to hi (no upper bound when hi is None), else a one-line message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes a whole number, got {text[:40]!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            bound = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
+            shown = text.strip() if len(text.strip()) <= 24 else f"a {len(text.strip())}-digit number"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {shown}")
+        return value
+
+    parse.__name__ = what.lstrip("-")  # argparse names the type in some messages
+    return parse
+
+
+def say_cut(tokens: object, model_name: str, text: str | None) -> None:
+    """One line on stderr when a text was cut to the model's limit (the run goes on with the cut text)."""
+    if getattr(tokens, "cut", None) is not None:
+        from mha_viz.models.tokens import cut_notice
+
+        print(f"mha-viz: note: {cut_notice(tokens.cut, model_name, text)}", file=sys.stderr)
 
 
 def add_device(parser: argparse.ArgumentParser, spread: bool = True) -> None:

@@ -10,6 +10,7 @@ import streamlit as st
 from mha_viz.config import (
     DEFAULT_MODEL,
     EMBEDDINGS,
+    INITS,
     MAX_D_MODEL,
     MAX_HEADS,
     MAX_SEED,
@@ -18,7 +19,6 @@ from mha_viz.config import (
     TOKENS,
     Config,
 )
-from mha_viz.own import INITS
 from mha_viz.own_variants import GATES, VARIANT_NAMES, VARIANTS
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import get_own_weights, get_weights_file

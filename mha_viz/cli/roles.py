@@ -1,0 +1,47 @@
+"""``python -m mha_viz roles``: every head's role (previous token, [SEP] sink, broad, ...) scored on a text, to JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+from mha_viz.cli.options import PARTS, add_device, check_out, model_name, pretrained, say_cut
+from mha_viz.errors import MhaVizError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("roles", help="score every head's role (previous token, [SEP] sink, broad, ...) to JSON")
+    r.add_argument("--text", required=True, help="the text to analyse")
+    r.add_argument("--model", default=None, help="bundled MiniLM (default), a Hugging Face id or folder")
+    r.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
+    r.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
+    add_device(r)
+    r.add_argument("--out", default=None, help="write FILE.json (without it, print the JSON)")
+
+
+def command(args: argparse.Namespace) -> None:
+    import json
+
+    from mha_viz.analysis.roles import ROLE_RULES
+    from mha_viz.config import Config
+    from mha_viz.pipeline.road import record
+    from mha_viz.studies.sweeps import all_patterns, roles_table
+
+    if args.out:
+        check_out(args.out, ".json")
+    lm = pretrained(args, "roles needs a pretrained model; own weights have no trained roles")
+    config = Config(model=model_name(args), device=lm.device.type)  # "cuda", not "cuda:0" (resolve_device's names)
+    part = lm.part(args.part)
+    rec = record(lm, args.text, args.target)
+    say_cut(rec.tokens, lm.name, args.text)
+    say_cut(rec.target, lm.name, args.target)
+    if part == "cross":
+        raise MhaVizError("head roles compare a token with its neighbours; choose --part encoder or decoder")
+    rows = roles_table(rec.query_tokens(part), all_patterns(lm, rec, part, config))
+    text = json.dumps(rows, indent=1)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        labels = sorted({r["label"] for r in rows})
+        print(f"wrote {args.out}: {len(rows)} heads ({', '.join(labels)}); rules: {ROLE_RULES}")
+    else:
+        print(text)
