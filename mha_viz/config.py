@@ -46,6 +46,7 @@ INDUCTION_LENGTH = 50  # ... the Induction view's default (and what a request is
 MAX_SWEEP_HEADS = 64  # the head-count explorer offers the divisors of d_model up to this many heads
 MAX_PATCH_BATCH = 32  # patched runs per forward pass at most ...
 PATCH_OUTPUT_BYTES = 2**28  # ... and at most this much of their logits (or hidden states) per pass
+LENS_POSITIONS = 64  # the Next token view runs the logit lens on at most this many positions (the last ones)
 MAX_OV_SOURCES = 64  # distinct tokens of the text read through a head's OV circuit
 MAX_NOTEBOOK_RECORDINGS = 4  # recordings the notebook API keeps (a text per model and settings)
 WINDOW_FROM = 256  # a pattern over more tokens than this is drawn a window of query rows at a time (Heads, Compare)

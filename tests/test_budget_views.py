@@ -17,7 +17,7 @@ import torch
 from conftest import SENTENCE
 from mha_viz.models import unembed as unembed_module
 from mha_viz.models.unembed import apply_norm, residual_stream, unembed, unembedding
-from mha_viz.pipeline import budget
+from mha_viz.pipeline import budget, estimates
 from mha_viz.pipeline import road as pipeline
 from mha_viz.studies import logits
 from mha_viz.studies.logits import LENS_K
@@ -39,7 +39,7 @@ def test_every_view_has_an_estimate_of_memory_and_time() -> None:
 
     small = budget.Sizes(16, 16, 8, 8, 64, 512, n_layers=2, vocab=1000)
     big = budget.Sizes(512, 512, 16, 16, 32, 512, n_layers=6, vocab=50_000)
-    missing = [name for name in VIEW_FUNCS if name not in budget.ESTIMATES]
+    missing = [name for name in VIEW_FUNCS if name not in estimates.ESTIMATES]
     assert not missing, f"views without a budget estimate: {missing}"
     for name in VIEW_FUNCS:
         assert budget.estimate(name, big) > budget.estimate(name, small) > 0, name
@@ -96,7 +96,7 @@ def test_chunked_lens_matches_the_unchunked_lens(smollm2, monkeypatch, position,
 
     monkeypatch.setattr(logits, "unembed", counting)
     if chunk is not None:
-        monkeypatch.setattr(budget, "LENS_CHUNK_BYTES", chunk * 20 * 49_152)  # `chunk` positions a chunk
+        monkeypatch.setattr(estimates, "LENS_CHUNK_BYTES", chunk * 20 * 49_152)  # `chunk` positions a chunk
     rec = pipeline.record(smollm2, SENTENCE)
     r = logits.readout(smollm2, SENTENCE, position, rec=rec, lens_from=first)
     n = len(rec.tokens.ids)
@@ -118,7 +118,7 @@ def test_chunked_lens_matches_the_unchunked_lens(smollm2, monkeypatch, position,
 _PEAK = r"""
 import json, sys, threading, time
 import psutil
-from mha_viz.pipeline import budget
+from mha_viz.pipeline import budget, estimates
 from mha_viz.studies import logits
 from mha_viz.pipeline import road as pipeline
 from mha_viz.models.load import load_model

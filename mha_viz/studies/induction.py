@@ -32,7 +32,7 @@ from mha_viz.config import MAX_INDUCTION_LENGTH, MAX_SEED, MIN_INDUCTION_LENGTH,
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, make_tokens
-from mha_viz.pipeline import budget
+from mha_viz.pipeline import budget, estimates
 from mha_viz.pipeline.road import Recording, layer_trace
 from mha_viz.trace import MhaVizError
 
@@ -183,7 +183,7 @@ def run_induction(lm: LoadedModel, length: int = 50, seed: int = 0, bos: bool = 
     part = lm.part(None)
     shape = budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, lm.n_layers(part))
     vocab = int(getattr(lm.model.config, "vocab_size", 0) or len(lm.tokenizer))
-    need = budget.estimate("Heads", shape) + shape.recording_bytes() + 2 * budget.F32 * n * vocab  # + the logits
+    need = budget.estimate("Heads", shape) + shape.recording_bytes() + 2 * estimates.F32 * n * vocab  # + the logits
     limit = budget.max_request_mb() * 2**20
     if need > limit:
         raise MhaVizError(

@@ -33,7 +33,7 @@ from mha_viz.models.unembed import (
     unembed,
     unembedding,
 )
-from mha_viz.pipeline import budget
+from mha_viz.pipeline import budget, estimates
 from mha_viz.pipeline import road as pipeline
 from mha_viz.pipeline.road import LoadedModel, Recording
 from mha_viz.trace import MhaVizError
@@ -147,12 +147,12 @@ def readout(
 
 def _lens(lm: LoadedModel, u: Unembedding, resid: torch.Tensor, pos: int, final_id: int, first: int = 0) -> dict:
     """The logit lens over resid [L, n, d] at positions first..n-1 (and pos): one layer and one chunk of
-    positions at a time, so that at most budget.LENS_CHUNK_BYTES of logits [chunk, vocab] f32 and their f64
+    positions at a time, so that at most estimates.LENS_CHUNK_BYTES of logits [chunk, vocab] f32 and their f64
     softmax are held, never [L, n, vocab]. Each row is computed as the unchunked lens computes it (the norm,
     the LM head and the softmax act on each position alone). The request's deadline is checked per chunk."""
     L, n, _ = resid.shape
     vocab = int(head_module(lm).weight.shape[0])
-    chunk = max(1, budget.LENS_CHUNK_BYTES // (20 * vocab))  # 20 bytes a cell: f32 logits, f64 copy, f64 softmax
+    chunk = max(1, estimates.LENS_CHUNK_BYTES // (20 * vocab))  # 20 bytes a cell: f32 logits, f64 copy, f64 softmax
     spans = [(a, min(a + chunk, n)) for a in range(first, n, chunk)]
     if pos < first:  # the chosen position lies before the shown ones: its own chunk of one
         spans.insert(0, (pos, pos + 1))

@@ -191,15 +191,15 @@ def prepare(
 
 
 def batch_size(lm: LoadedModel, n_tokens: int) -> int:
-    """Patched runs per forward pass, as the budget counts them (budget.patch_batch: at most MAX_PATCH_BATCH, at
-    most PATCH_OUTPUT_BYTES of float32 outputs, at most budget.PATCH_PASS_BYTES of activations)."""
-    from mha_viz.pipeline import budget
+    """Patched runs per forward pass, as the budget counts them (estimates.patch_batch: at most MAX_PATCH_BATCH,
+    at most PATCH_OUTPUT_BYTES of float32 outputs, at most estimates.PATCH_PASS_BYTES of activations)."""
+    from mha_viz.pipeline import budget, estimates
 
     width = getattr(getattr(lm.model, "config", None), "vocab_size", 0) if lm.causal_lm else 0
     d_head = lm.d_model // max(1, lm.n_heads)
     layers = max(lm.n_layers(p) for p in lm.parts)
     sizes = budget.Sizes(n_tokens, n_tokens, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, layers, int(width or 0))
-    return min(MAX_PATCH_BATCH, budget.patch_batch(sizes))
+    return min(MAX_PATCH_BATCH, estimates.patch_batch(sizes))
 
 
 def _where(src: torch.Tensor, b: int) -> torch.Tensor:

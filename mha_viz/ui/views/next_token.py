@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.config import LENS_POSITIONS
 from mha_viz.figures import logit_lens, matrix_heatmap
-from mha_viz.pipeline.budget import LENS_POSITIONS
 from mha_viz.studies import logits
 from mha_viz.studies.logits import Readout
 from mha_viz.ui.cache import get_model, get_recording, model_of
