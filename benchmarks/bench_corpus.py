@@ -59,11 +59,11 @@ def write_texts(path: Path, n: int) -> Path:
 def local(models: list[str], n: int, batch: int) -> None:
     from mha_viz.pipeline.batch import groups, record_batch
     from mha_viz.pipeline.road import encode, record
-    from mha_viz.studies import corpus
+    from mha_viz.studies import corpus, corpus_texts
 
     texts = make_texts(n)
     items = [corpus.Item(i, t) for i, t in enumerate(texts)]
-    work = list(corpus.batches(items, batch))
+    work = list(corpus_texts.batches(items, batch))
     print(f"1. local engine, {n} texts of 8-60 words, --batch {batch}, torch threads: {_threads()}")
     print(f"   {'model':<8} {'padded':>9} {'one by one':>11} {'ratio':>6}   model passes only: padded, alone, ratio")
     for name in models:
@@ -107,7 +107,7 @@ def ray_engine(n: int, batch: int) -> None:
     except ImportError:
         print("2. Ray engine: ray is not installed (pip install 'mha-viz[ray]'); skipped")
         return
-    from mha_viz.studies import corpus
+    from mha_viz.studies import corpus, corpus_texts
     from mha_viz.studies.corpus_ray import run_ray
 
     items = [corpus.Item(i, t) for i, t in enumerate(make_texts(n))]
@@ -120,7 +120,7 @@ def ray_engine(n: int, batch: int) -> None:
             marks.append(time.perf_counter())
 
         t0 = time.perf_counter()
-        sums = run_ray("", None, "cpu", corpus.batches(iter(items), batch), None, done, workers)
+        sums = run_ray("", None, "cpu", corpus_texts.batches(iter(items), batch), None, done, workers)
         total = time.perf_counter() - t0
         steady = (n - batch) / (marks[-1] - marks[0]) if len(marks) > 1 else float("nan")
         rates[workers] = steady

@@ -13,7 +13,7 @@ from mha_viz.cli.options import add_device, check_out, is_own, placement, say_sp
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
-    from mha_viz.studies.corpus import Item
+    from mha_viz.studies.corpus_texts import Item
 
 
 def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
@@ -54,14 +54,14 @@ class Progress:
 
 def command(args: argparse.Namespace) -> None:
     from mha_viz.attention import resolve_device
-    from mha_viz.studies import corpus
+    from mha_viz.studies import corpus, corpus_texts
 
     check_out(args.out, ".csv", ".parquet")
     if is_own(args):
         raise MhaVizError("corpus needs a pretrained model; own weights have no trained roles")
     if args.batch < 1 or args.workers < 1:
         raise MhaVizError("--batch and --workers must be at least 1")
-    items = corpus.read_texts(args.texts, args.field)  # checks the file before the model loads
+    items = corpus_texts.read_texts(args.texts, args.field)  # checks the file before the model loads
     first = next(items, None)
     device = str(resolve_device(args.device))
     spread = placement(args)
@@ -70,7 +70,7 @@ def command(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     sums = corpus.load_checkpoint(args.out, meta) if args.resume else None
     resumed = 0 if sums is None else sums.inputs
-    progress = Progress(corpus.count_inputs(args.texts), resumed)
+    progress = Progress(corpus_texts.count_inputs(args.texts), resumed)
 
     def done(s: corpus.Sums) -> None:
         corpus.save_checkpoint(args.out, s, meta)
@@ -79,7 +79,7 @@ def command(args: argparse.Namespace) -> None:
     remaining = _chain(first, items)
     for _ in range(resumed):  # the inputs the checkpoint has counted already
         next(remaining, None)
-    work = corpus.batches(remaining, args.batch)
+    work = corpus_texts.batches(remaining, args.batch)
     options = {"batched": not args.no_pad, "placement": spread}
     if args.engine == "local":
         scorer = corpus.Scorer(args.model, args.part, device, **options)

@@ -23,7 +23,8 @@ from mha_viz.analysis.roles import SCORE_KEYS
 from mha_viz.config import CORPUS_BATCH
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.road import LoadedModel, Tokens
-from mha_viz.studies.corpus import Scorer, Sums, batches, text_item
+from mha_viz.studies.corpus import Scorer, Sums
+from mha_viz.studies.corpus_texts import batches, text_item
 
 Progress = Callable[[float, str], None]
 
