@@ -12,10 +12,17 @@
 
 ``model`` is "" for the bundled MiniLM (default), "smollm2", a Hugging Face id or a folder; a model is loaded
 once per process and device. Bad input raises mha_viz.trace.MhaVizError with a message saying what to do.
-Importing this module calls offline(): figures render in Jupyter and VS Code with no network.
+Importing this module calls offline(): figures render in Jupyter and VS Code with no network. Imported before
+torch, it also asks torch for huge pages on big tensors (runtime.allocator, as the app and the CLI do: a long
+text's pass is not spent faulting in 4 KB pages); a notebook that imported torch first keeps torch's setting.
 """
 
+# ruff: noqa: E402 (huge pages are asked for before the imports below load torch)
 from __future__ import annotations
+
+from mha_viz.runtime.allocator import huge_pages
+
+huge_pages()
 
 from collections import OrderedDict
 from collections.abc import Sequence

@@ -49,3 +49,23 @@ def test_huge_pages_are_asked_for_before_torch_and_change_no_value() -> None:
 
 def test_the_test_process_runs_as_the_app_does() -> None:
     assert os.environ.get("THP_MEM_ALLOC_ENABLE") in ("1", "0")  # conftest set it (or the caller did) before torch
+
+
+NOTEBOOK = """
+import os, sys
+{first}
+import mha_viz.show
+print(os.environ.get("THP_MEM_ALLOC_ENABLE"))
+"""
+
+
+def test_the_notebook_api_asks_for_huge_pages_unless_torch_came_first() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+
+    def flag(first: str) -> str:
+        out = subprocess.run([sys.executable, "-c", NOTEBOOK.format(first=first)], env=env, capture_output=True,
+                             text=True, check=True, timeout=120)  # fmt: skip
+        return out.stdout.split()[-1]
+
+    assert flag("") == "1"  # import mha_viz.show first: torch loads with huge pages
+    assert flag("import torch") == "None"  # torch already read its setting: nothing is changed behind its back

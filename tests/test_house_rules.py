@@ -58,7 +58,7 @@ BELOW = {  # what each layer may import from the package, besides itself
     "pipeline": {"engine", "runtime", "models", "analysis"},
     "studies": {"engine", "runtime", "models", "analysis", "pipeline"},
     "ui": {"engine", "runtime", "models", "analysis", "pipeline", "studies", "figures"},
-    "show": {"engine", "models", "analysis", "pipeline", "studies", "figures"},
+    "show": {"engine", "runtime", "models", "analysis", "pipeline", "studies", "figures"},
     "serve": {"engine", "runtime", "ui"},
     "cli": {"engine", "runtime", "models", "analysis", "pipeline", "studies", "figures", "show"},
     "__main__": {"cli"},
