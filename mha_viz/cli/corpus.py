@@ -9,26 +9,27 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from mha_viz.cli.options import add_device, check_out, is_own, placement, say_spread
+from mha_viz.cli.options import add_device, add_model, add_part, check_out, is_own, placement, say_spread
+from mha_viz.config import CORPUS_BATCH
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
     from mha_viz.studies.corpus_texts import Item
 
 
-def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("corpus", help="every head's role scores averaged over a corpus of texts, to CSV or Parquet")
     p.add_argument("--texts", required=True, help="FILE: .txt (one text per line), .jsonl, .csv or .parquet")
     p.add_argument("--field", default=None, help="the text's field or column in .jsonl, .csv, .parquet (default text)")
-    p.add_argument("--model", default="", help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
-    p.add_argument("--part", choices=parts, default=None, help="which attention (default: the model's first)")
+    add_model(p, default="")
+    add_part(p)
     p.add_argument("--out", required=True, help="write F.csv or F.parquet: one row per head")
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="this process (default) or Ray")
     p.add_argument("--address", default=None, help="with --engine ray: join this Ray cluster (default: start one)")
     p.add_argument("--workers", type=int, default=2, help="with --engine ray: worker processes (default 2)")
-    p.add_argument("--batch", type=int, default=16,
-                   help="texts per batch: run through the model together, padded (default 16); the unit of work and "
-                   "of checkpoints")  # fmt: skip
+    p.add_argument("--batch", type=int, default=CORPUS_BATCH,
+                   help=f"texts per batch: run through the model together, padded (default {CORPUS_BATCH}); the unit "
+                   "of work and of checkpoints")  # fmt: skip
     p.add_argument("--no-pad", action="store_true",
                    help="one text per forward pass: exactly the per-text numbers of `mha-viz roles` (padded batches "
                    "agree with them to float32 rounding, about 1e-6)")  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from mha_viz.cli.options import add_device, check_out
+from mha_viz.cli.options import add_device, add_model, check_out
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:  # parsed before plotly loads; only figures/ imports plotly
@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="one view as a self-contained .html page (plotly.js inlined, no network)")
     p.add_argument("--view", choices=VIEWS, required=True, help="which view")
     p.add_argument("--text", required=True, help="the text to analyse")
-    p.add_argument("--model", default="", help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
+    add_model(p, default="")
     p.add_argument("--layer", type=int, default=None, help="layer (default: where 'it' looks at 'animal' most, else 0)")
     p.add_argument("--head", type=int, default=None, help="head for head, lines and steps (default: as --layer)")
     p.add_argument("--focus", default=None, help="query token for focus (default 'it') and lines (default: all)")

@@ -5,18 +5,15 @@ from __future__ import annotations
 import argparse
 import csv
 
-from mha_viz.cli.options import add_device, check_out, pretrained
+from mha_viz.cli.options import add_device, add_input, check_out, pretrained
 
 COLUMNS = ("layer", "head", "importance")
 CURVE_COLUMNS = ("heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max")
 
 
-def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("importance", help="each head's importance by ablation to CSV (and the pruning curve)")
-    p.add_argument("--text", required=True, action="append", help="the text (repeat --text to average over texts)")
-    p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
-    p.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
-    p.add_argument("--part", choices=parts, default=None, help="whose heads (default: the model's first attention)")
+    add_input(p, many=True)
     add_device(p)
     p.add_argument("--out", required=True, help="write FILE.csv: one row per head (layer, head, importance)")
     p.add_argument(

@@ -27,7 +27,7 @@ from mha_viz.cli import patch as patch_cli
 from mha_viz.cli import roles as roles_cli
 from mha_viz.cli import trace as trace_cli
 from mha_viz.cli import variants as variants_cli
-from mha_viz.cli.options import PARTS, Parser
+from mha_viz.cli.options import Parser
 from mha_viz.errors import MhaVizError
 from mha_viz.runtime import before_torch
 from mha_viz.runtime.threads import adapt
@@ -42,10 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     trace_cli.add_parser(sub)
     roles_cli.add_parser(sub)
     induction_cli.add_parser(sub)
-    importance_cli.add_parser(sub, PARTS)
-    corpus_cli.add_parser(sub, PARTS)
+    importance_cli.add_parser(sub)
+    corpus_cli.add_parser(sub)
     patch_cli.add_parser(sub)
-    variants_cli.add_parser(sub, PARTS)
+    variants_cli.add_parser(sub)
     export_cli.add_parser(sub)
     models_cli.add_parser(sub)
     app_cli.add_parser(sub)

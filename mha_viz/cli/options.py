@@ -16,6 +16,29 @@ if TYPE_CHECKING:
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PARTS = tuple(PART_NAMES)  # --part: encoder, decoder, cross
+MODEL_HELP = "bundled MiniLM (default), smollm2, a Hugging Face id or folder"
+
+
+def add_input(parser: argparse.ArgumentParser, many: bool = False, own: bool = False) -> None:
+    """What a command reads: --text (with ``many``, repeated: averaged over the texts), --model (with ``own``, own
+    weights too), --target (an encoder-decoder's decoder input) and --part."""
+    if many:
+        parser.add_argument("--text", required=True, action="append", help="the text (repeat --text to average)")
+    else:
+        parser.add_argument("--text", required=True, help="the text to analyse (an encoder-decoder's source text)")
+    add_model(parser, own)
+    parser.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
+    add_part(parser)
+
+
+def add_model(parser: argparse.ArgumentParser, own: bool = False, default: str | None = None) -> None:
+    """--model: the bundled MiniLM by default (None or ""); with ``own``, "own" for own weights too."""
+    parser.add_argument("--model", default=default, help=MODEL_HELP + (', or "own" (own weights)' if own else ""))
+
+
+def add_part(parser: argparse.ArgumentParser) -> None:
+    """--part: which attention of the model (default: its first)."""
+    parser.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
 
 
 class Parser(argparse.ArgumentParser):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 
-from mha_viz.cli.options import add_device, check_out, pretrained
+from mha_viz.cli.options import add_device, add_model, check_out, pretrained
 from mha_viz.errors import MhaVizError
 
 COLUMNS = ("layer", "head", "patched", "recovered", "clean", "corrupted")
@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("patch", help="activation patching: each head's clean value put into the corrupted run, to CSV")
     p.add_argument("--clean", required=True, help="the clean text")
     p.add_argument("--corrupt", required=True, help="the corrupted text (the same number of tokens)")
-    p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
+    add_model(p)
     p.add_argument("--answer", default=None, help='decoders: the answer token (default " Mary")')
     p.add_argument("--wrong", default=None, help='decoders: the wrong token (default " John")')
     p.add_argument("--focus", default="it", help='encoders: the focus token (default "it")')

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from mha_viz.cli.options import PARTS, add_device, check_out, model_name, pretrained, say_cut
+from mha_viz.cli.options import add_device, add_input, check_out, model_name, pretrained, say_cut
 from mha_viz.errors import MhaVizError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("roles", help="score every head's role (previous token, [SEP] sink, broad, ...) to JSON")
-    r.add_argument("--text", required=True, help="the text to analyse")
-    r.add_argument("--model", default=None, help="bundled MiniLM (default), a Hugging Face id or folder")
-    r.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
-    r.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
+    add_input(r)
     add_device(r)
     r.add_argument("--out", default=None, help="write FILE.json (without it, print the JSON)")
 

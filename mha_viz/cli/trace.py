@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from mha_viz.cli.options import PARTS, add_device, check_out, heads_list, int_in, is_own, placement, say_cut
+from mha_viz.cli.options import add_device, add_input, check_out, heads_list, int_in, is_own, placement, say_cut
 from mha_viz.config import (
     DTYPE_NAMES,
     EMBEDDINGS,
@@ -29,10 +29,7 @@ if TYPE_CHECKING:  # the CLI parses its arguments before torch and numpy load (-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("trace", help="export attention patterns (and intermediates) to .npz")
-    t.add_argument("--text", required=True, help="the text to analyse (an encoder-decoder model's source text)")
-    t.add_argument("--model", default=None, help='bundled MiniLM (default), a Hugging Face id or folder, or "own"')
-    t.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
-    t.add_argument("--part", choices=PARTS, default=None, help="which attention (default: the model's first)")
+    add_input(t, own=True)
     t.add_argument("--layer", type=int_in(0, None, "--layer"), default=None, help="layer to export (default: all)")
     t.add_argument(
         "--heads",

@@ -6,21 +6,18 @@ from __future__ import annotations
 import argparse
 import csv
 
-from mha_viz.cli.options import add_device, check_out, pretrained
+from mha_viz.cli.options import add_device, add_input, check_out, pretrained
 
 COLUMNS = ("grouping", "kv_heads", "kv_cache_bytes", "change")
 GROUPINGS_SHOWN = ("aligned", "orthogonal")  # printed beside "mean"
 MOH_COLUMNS = ("k", "change_routed", "change_static")
 
 
-def add_parser(sub: argparse._SubParsersAction, parts: tuple[str, ...]) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "variants", help="share keys and values (MHA → GQA → MQA): output change against KV cache size, to CSV"
     )
-    p.add_argument("--text", required=True, action="append", help="the text (repeat --text to average over texts)")
-    p.add_argument("--model", default=None, help="bundled MiniLM (default), smollm2, a Hugging Face id or folder")
-    p.add_argument("--target", default=None, help="the decoder's input text (encoder-decoder models only)")
-    p.add_argument("--part", choices=parts, default=None, help="whose heads (default: the model's first attention)")
+    add_input(p, many=True)
     p.add_argument(
         "--moh",
         action="store_true",
