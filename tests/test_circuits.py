@@ -71,7 +71,7 @@ def test_minilm_weights_reproduce_the_recorded_q_k_v(minilm) -> None:
     """W_Q, W_K, W_V read for the circuits are the ones the model used: X W + b equals the recorded q, k, v."""
     _, _, (t,) = traces(Config(), SENTENCE, layers=[3], lm=minilm)
     w = head_weights(minilm, "encoder", 3)
-    from mha_viz.models.arch import linear_in_out
+    from mha_viz.models.offload import linear_in_out
 
     site = minilm.site("encoder", 3)
     biases = [linear_in_out(minilm.model.get_submodule(n))[1].reshape(12, -1) for n in site.qkv]

@@ -24,6 +24,7 @@ def decoy(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("MHA_VIZ_HOSTED", "1")
     monkeypatch.delenv("MHA_VIZ_ALLOWED_MODELS", raising=False)
     monkeypatch.setattr(load_module, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(sources, "hub_reachable", lambda timeout=3.0: False)
     return folder
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
-from mha_viz.models import offload
-from mha_viz.models.capture import Call, Recorder, recording
+from mha_viz.models.call import Call
+from mha_viz.models.capture import Recorder, recording
 from mha_viz.models.latent import find_latent
 from mha_viz.models.moa import find_moa
+from mha_viz.models.offload import linear_in_out
 from mha_viz.trace import AttentionWeights, MhaVizError
 
 _CROSS_NAMES = ("encoder_attn", "encdecattention", "crossattention", "cross_attn", "cross_attention")
@@ -50,15 +51,6 @@ class Site:
 def is_linear(module: torch.nn.Module) -> bool:
     """nn.Linear or GPT-2's Conv1D (a linear map stored [in, out])."""
     return isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"
-
-
-def linear_in_out(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """A linear map's weight as [in, out] and its bias [out], copied to float32 on the CPU (an offloaded layer's
-    from where accelerate keeps it: models/offload.py)."""
-    w = offload.tensor(module, "weight").detach().float().cpu()
-    w = w if type(module).__name__ == "Conv1D" else w.T  # nn.Linear stores [out, in]
-    b = offload.tensor(module, "bias")
-    return w.contiguous().clone(), None if b is None else b.detach().float().cpu().clone()
 
 
 def _part_of(name: str, encoder_decoder: bool, decoder_only: bool) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from mha_viz.models.capture import Call
+from mha_viz.models.call import Call
 from mha_viz.trace import Differential
 
 _PARAMS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from mha_viz.models.capture import Call
+from mha_viz.models.call import Call
+from mha_viz.models.offload import linear_in_out
 from mha_viz.trace import Latent
 
 Seen = list[tuple[str, torch.Tensor, torch.Tensor]]  # (linear module name, its input, its output) in the probe
@@ -64,8 +65,6 @@ def latent_of(model: torch.nn.Module, up: str, call: Call) -> Latent | None:
     where nothing latent was recorded. Shapes: see trace.Latent."""
     if not up or call.c_kv is None:
         return None
-    from mha_viz.models.arch import linear_in_out  # (arch imports this module: find_latent)
-
     w, _ = linear_in_out(model.get_submodule(up))  # [d_c, kv * (d_nope + d_v)]
     kv, dv = int(call.v.shape[1]), int(call.v.shape[-1])
     d_c = int(w.shape[0])

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import socket
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +21,7 @@ from mha_viz.models.arch import Site, discover
 from mha_viz.models.catalog import refusal
 from mha_viz.models.moa import routing_hook
 from mha_viz.models.placement import Placement, split
-from mha_viz.models.sources import SUPPORTED_TEXT, reason, resolve
+from mha_viz.models.sources import SUPPORTED_TEXT, hub_reachable, reason, resolve
 from mha_viz.runtime.gcpause import gc_paused
 from mha_viz.trace import MhaVizError
 
@@ -287,24 +286,3 @@ def _max_tokens(config: object, tokenizer: object) -> int:
             return limit
     tok_limit = int(getattr(tokenizer, "model_max_length", 0) or 0)
     return tok_limit if 0 < tok_limit < 1_000_000 else 512  # relative positions (T5): no hard limit
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether the Hugging Face Hub answers a TCP connect (False when offline mode is set).
-
-    Checked up front so that, with no network, loading fails in seconds from the local cache
-    instead of retrying for half a minute.
-    """
-    from urllib.parse import urlsplit
-
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return False
-    url = urlsplit(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname, port), timeout=timeout):
-            return True
-    except OSError:
-        return False

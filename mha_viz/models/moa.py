@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import torch
 
-from mha_viz.models.capture import Call, active
+from mha_viz.models.call import Call
+from mha_viz.models.capture import active
 from mha_viz.trace import Routing
 
 

@@ -84,3 +84,12 @@ def input_device(model: torch.nn.Module) -> torch.device:
     """Where a pass's inputs go: the first parameter that is not offloaded (accelerate's hooks move inputs on to
     each module's own device), the CPU when every parameter is."""
     return next((p.device for p in model.parameters() if p.device.type != "meta"), torch.device("cpu"))
+
+
+def linear_in_out(module: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A linear map's weight as [in, out] and its bias [out], copied to float32 on the CPU (an offloaded layer's
+    from where accelerate keeps it: models/offload.py)."""
+    w = tensor(module, "weight").detach().float().cpu()
+    w = w if type(module).__name__ == "Conv1D" else w.T  # nn.Linear stores [out, in]
+    b = tensor(module, "bias")
+    return w.contiguous().clone(), None if b is None else b.detach().float().cpu().clone()

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.models import offload
-from mha_viz.models.arch import linear_in_out, plain_weights
+from mha_viz.models.arch import plain_weights
 from mha_viz.models.load import LoadedModel
+from mha_viz.models.offload import linear_in_out
 
 
 @dataclass(frozen=True, eq=False)

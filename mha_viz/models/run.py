@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import torch
 
-from mha_viz.models.arch import linear_in_out
-from mha_viz.models.capture import Call, Recorder, Replacement, StopForward, recording
+from mha_viz.models.call import Call
+from mha_viz.models.capture import Recorder, Replacement, StopForward, recording
 from mha_viz.models.load import LoadedModel
+from mha_viz.models.offload import linear_in_out
 from mha_viz.trace import MhaVizError
 
 

@@ -12,7 +12,7 @@ from mha_viz.attention import attention_pattern
 from mha_viz.pooling import block_means, pool_factor
 
 if TYPE_CHECKING:
-    from mha_viz.models.capture import Call
+    from mha_viz.models.call import Call
 
 
 CHECK_BLOCK = 2**24  # elements of [h, rows, k_pos] compared at once (64 MB in float32)

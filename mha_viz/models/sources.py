@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 import shutil
+import socket
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -198,8 +199,6 @@ def hub_snapshot(repo_id: str) -> str:
     working directory): fetched when the hub answers, else what the cache holds, else a MhaVizError."""
     from huggingface_hub import snapshot_download
 
-    from mha_viz.models.load import hub_reachable  # deferred: load imports this module
-
     offline = not hub_reachable()
     try:
         folder = snapshot_download(repo_id, allow_patterns=list(HUB_FILES), local_files_only=offline)
@@ -213,3 +212,24 @@ def reason(exc: BaseException) -> str:
     """An exception as one short line for a message."""
     text = " ".join(str(exc).split())
     return (text[:200] + "...") if len(text) > 200 else (text or type(exc).__name__)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connect (False when offline mode is set).
+
+    Checked up front so that, with no network, loading fails in seconds from the local cache
+    instead of retrying for half a minute.
+    """
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -21,7 +21,7 @@ import dataclasses
 import torch
 
 from mha_viz.config import MAX_BATCH_CELLS, MAX_PADDING
-from mha_viz.models.capture import Call
+from mha_viz.models.call import Call
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import ModelRun, run_model
 from mha_viz.models.tokens import Tokens

@@ -22,7 +22,7 @@ import torch
 
 from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dtype, to_cpu
 from mha_viz.config import MATCH_TOL, Config
-from mha_viz.models.capture import Call
+from mha_viz.models.call import Call
 from mha_viz.models.differential import differential_of
 from mha_viz.models.latent import latent_of
 from mha_viz.models.load import LoadedModel, load_model

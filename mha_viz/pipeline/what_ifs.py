@@ -7,7 +7,7 @@ import torch
 
 from mha_viz.config import Config
 from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
-from mha_viz.models.capture import Call
+from mha_viz.models.call import Call
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.moa import routing_of
 from mha_viz.models.run import output_projection

@@ -1,0 +1,49 @@
+"""One attention call as the model made it: what the recorder (capture.py) files for each call and every later step
+reads (the self-check, the road, the long-text rows, the architecture probes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass(eq=False)
+class Call:
+    """One attention call as the model made it (all batch items), detached, float32, on the CPU.
+
+    Shapes: q [b, n_heads, q_pos, d_head]; k, v [b, n_kv_heads, k_pos, d_head]; bias [b|1, n_heads|1,
+    q_pos, k_pos] additive (position bias and any non-masking part of the mask) or None; allowed
+    [b, n_heads|1, q_pos, k_pos] bool or None; x [b, q_pos, d_model] (the attention module's input),
+    x_kv the same for the key side of cross-attention; wo_in [b, q_pos, n_heads * d_head] (heads
+    concatenated, as they enter W^O); wo_out [b, q_pos, d_model] (W^O's output as the model computed it).
+    """
+
+    module_id: int  # id() of the attention module that made the call
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    scaling: float
+    softcap: float | None
+    bias: torch.Tensor | None
+    allowed: torch.Tensor | None
+    delta: float  # max |our pattern - the model's own weights| over live rows
+    part: str = "?"
+    layer: int = -1
+    wo_in: torch.Tensor | None = None
+    x: torch.Tensor | None = None
+    x_kv: torch.Tensor | None = None
+    wo_out: torch.Tensor | None = None
+    q_pre: torch.Tensor | None = None  # [b, q_pos, h*dh]: the query projection before rotary embeddings
+    wo_read: torch.Tensor | None = None  # [b, q_pos, h*dh]: what W^O read, where the model transforms concat first
+    sink: torch.Tensor | None = None  # [h]: learned sink logits in each row's softmax denominator (gpt-oss)
+    k_pre: torch.Tensor | None = None  # [b, k_pos, kv*dh]: the key projection before rotary embeddings
+    tiles: np.ndarray | None = None  # [n_heads, ceil(q_pos/f), ceil(k_pos/f)]: batch item 0's pattern, f×f block means
+    tile_f: int = 0  # the block side f of ``tiles``
+    c_kv: torch.Tensor | None = None  # [b, k_pos, d_c]: latent attention's compressed key/value latent (after its norm)
+    k_rope_pre: torch.Tensor | None = None  # [b, k_pos, d_rope]: latent attention's rotary key part before rotation
+    v2: torch.Tensor | None = None  # [b, n_kv_heads, k_pos, d_head]: the values of a second call with the same q and
+    # k (differential attention: DiffLlama calls its attention on each half of V)
+    experts: torch.Tensor | None = None  # [b·q_pos, k] long: a mixture of attention heads' chosen experts (moa.py)
+    gates: torch.Tensor | None = None  # [b·q_pos, k]: their gates
