@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mha_viz.config import Config
 from mha_viz.models.run import run_model
+from mha_viz.pipeline import estimates
 from mha_viz.pipeline.road import load
 from mha_viz.studies import patching as pt
 from mha_viz.studies.attribution_patching import attribution
@@ -73,11 +74,11 @@ def main() -> None:
             f"exact scan / attribution = {took / took_a:.1f}; correlation with exact r = {r:.3f}"
         )
         if args.unbatched:
-            old, pt.MAX_PATCH_BATCH = pt.MAX_PATCH_BATCH, 1
+            old, estimates.MAX_PATCH_BATCH = estimates.MAX_PATCH_BATCH, 1
             try:
                 slow, _ = timed(scan, 1)
             finally:
-                pt.MAX_PATCH_BATCH = old
+                estimates.MAX_PATCH_BATCH = old
             print(f"{key}: one patched run per pass: {slow:.2f} s; scan / one pass = {slow / one:.1f}")
         rec = pair.recovered(patched)
         print(f"  metric: {pair.metric.describe()}; clean {pair.clean:.4f}, corrupted {pair.corrupted:.4f}")

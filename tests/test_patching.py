@@ -14,6 +14,7 @@ import torch
 from conftest import SENTENCE, _tiny_tokenizer
 from mha_viz.cli.main import main
 from mha_viz.models.load import prepare as prepare_model
+from mha_viz.pipeline import estimates
 from mha_viz.studies import patching as pt
 
 CLEAN, CORRUPT = "The animal was tired", "The tired was animal"  # 4 tokens each in the tiny tokenizer
@@ -144,7 +145,7 @@ def test_each_head_and_position_against_hooks(llama, pair, monkeypatch) -> None:
             cols = slice(h * DH, (h + 1) * DH)
             expected = _hooked(llama, f"model.layers.{layer}.self_attn.o_proj", cols, pre=True)
             assert batched[layer, h] == pytest.approx(expected, abs=1e-5), (layer, h)
-    monkeypatch.setattr(pt, "MAX_PATCH_BATCH", 1)  # one run per pass: the same numbers
+    monkeypatch.setattr(estimates, "MAX_PATCH_BATCH", 1)  # one run per pass: the same numbers
     np.testing.assert_allclose(pt.patch_heads(pair, "out"), batched, atol=1e-5)
     by_pos = pt.patch_positions(pair, 0, 3)
     cols = slice(3 * DH, 4 * DH)

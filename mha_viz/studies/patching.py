@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from mha_viz.analysis.referents import word
-from mha_viz.config import MAX_PATCH_BATCH
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.run import ModelRun, run_model
 from mha_viz.models.tokens import Tokens
@@ -191,15 +190,15 @@ def prepare(
 
 
 def batch_size(lm: LoadedModel, n_tokens: int) -> int:
-    """Patched runs per forward pass, as the budget counts them (estimates.patch_batch: at most MAX_PATCH_BATCH,
-    at most PATCH_OUTPUT_BYTES of float32 outputs, at most estimates.PATCH_PASS_BYTES of activations)."""
-    from mha_viz.pipeline import budget, estimates
+    """Patched runs per forward pass, exactly as the budget counts them (estimates.patch_batch: at most
+    MAX_PATCH_BATCH, at most PATCH_OUTPUT_BYTES of float32 outputs, at most PATCH_PASS_BYTES of activations)."""
+    from mha_viz.pipeline import estimates
 
     width = getattr(getattr(lm.model, "config", None), "vocab_size", 0) if lm.causal_lm else 0
     d_head = lm.d_model // max(1, lm.n_heads)
     layers = max(lm.n_layers(p) for p in lm.parts)
-    sizes = budget.Sizes(n_tokens, n_tokens, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, layers, int(width or 0))
-    return min(MAX_PATCH_BATCH, estimates.patch_batch(sizes))
+    sizes = estimates.Sizes(n_tokens, n_tokens, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, layers, int(width or 0))
+    return estimates.patch_batch(sizes)
 
 
 def _where(src: torch.Tensor, b: int) -> torch.Tensor:
