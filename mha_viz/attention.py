@@ -108,8 +108,10 @@ def attention_pattern(
     ``sink``: learned per-head sink logits (gpt-oss): each row's softmax also counts exp(sink) in its
     denominator, and the sink's share (1 − the row's sum) goes to no token.
 
-    Leading batch axes are allowed. A query row whose keys are all masked gets an all-zero pattern row
-    (never NaN) and is flagged in ``dead``.
+    Leading batch axes are allowed. A query row whose keys are all masked is flagged in ``dead`` and gets what
+    transformers' eager attention gives it (never NaN): its mask adds the dtype's minimum to every score, which
+    makes them all equal, so the row spreads evenly over every key (1 / k_pos each); with a sink, the sink takes it
+    all (zeros).
     Shapes: q [..., n_heads, q_pos, d_head]; k [..., n_kv_heads, k_pos, d_head]; bias and allowed
     broadcast to [..., n_heads, q_pos, k_pos]; sink [n_heads]; returns scores and pattern [..., n_heads, q_pos,
     k_pos], dead [..., n_heads | 1, q_pos] bool.
@@ -132,8 +134,8 @@ def attention_pattern(
     if sink is not None:  # the sink takes a dead row's whole mass: its weights are 0, never NaN
         return scores, _softmax(scores, sink), dead
     pattern = torch.softmax(scores, dim=-1)  # [..., h, q_pos, k_pos]
-    if bool(dead.any()):
-        pattern.masked_fill_(dead.unsqueeze(-1), 0.0)  # all-masked rows: zeros, not NaN
+    if bool(dead.any()):  # all-masked rows: even over every key, as the model's eager softmax gives them (not NaN)
+        pattern.masked_fill_(dead.unsqueeze(-1), 1.0 / scores.shape[-1])
     return scores, pattern, dead
 
 
@@ -195,8 +197,8 @@ def compute_trace(
     The "one big matrix" form: a single Q|K|V projection, a reshape into heads and batched
     matmuls over the head axis (no Python loop over heads). ``scaled=False`` drops the
     1/sqrt(d_head) factor (to show softmax saturation). A query row whose keys are all masked
-    gets an all-zero pattern row and is flagged in ``dead_rows`` (never NaN). Weights or inputs so large
-    that the scores overflow raise MhaVizError instead of returning a NaN pattern.
+    spreads evenly over every key, as in transformers' eager attention, and is flagged in ``dead_rows`` (never
+    NaN). Weights or inputs so large that the scores overflow raise MhaVizError instead of returning a NaN pattern.
 
     Shapes: x [pos, d_model]; key_mask [pos] bool; attn_mask [pos, pos] bool; returns an
     AttentionTrace (see mha_viz.trace for every shape), detached on the CPU.
@@ -272,9 +274,9 @@ def loop_attention(
         if weights.b_V is not None:
             v_i = v_i + weights.b_V[g]
         s_i = (q_i @ k_i.T) * scale  # [pos, pos]
-        if allowed is not None:
-            s_i = s_i.masked_fill(~allowed, float("-inf"))
-        p_i = torch.softmax(s_i, dim=-1).nan_to_num(0.0)  # [pos, pos]
+        if allowed is not None:  # as transformers' eager attention: the dtype's minimum added where masked
+            s_i = s_i + torch.zeros_like(s_i).masked_fill(~allowed, torch.finfo(s_i.dtype).min)
+        p_i = torch.softmax(s_i, dim=-1)  # [pos, pos]
         patterns.append(p_i)
         heads.append(p_i @ v_i)  # [pos, dh]
     concat = torch.cat(heads, dim=1)  # [pos, h*dh]

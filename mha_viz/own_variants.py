@@ -100,10 +100,11 @@ def _proj(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Ten
 
 
 def _softmax(scores: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-    """Row softmax with masked entries at 0 (all-masked rows all 0). Shapes: [h, n, n]; allowed [n, n]."""
+    """Row softmax with masked entries at 0 (all-masked rows even over every key, as transformers' eager attention).
+    Shapes: [h, n, n]; allowed [n, n]."""
     if allowed is None:
         return torch.softmax(scores, dim=-1)
-    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(1.0 / scores.shape[-1])
 
 
 def _causal(n: int, causal: bool) -> torch.Tensor | None:

@@ -248,7 +248,8 @@ class AttentionTrace:
     """Every intermediate of one multi-head attention forward pass, detached, on the CPU.
 
     See the module docstring for the shapes. ``dead_rows`` [query_pos] marks query rows whose
-    keys were all masked: their pattern row is all zeros instead of NaN. ``W_O`` [n_heads, d_head,
+    keys were all masked: their pattern row spreads evenly over every key (transformers' eager attention), never
+    NaN. ``W_O`` [n_heads, d_head,
     d_model] is the output projection that was used; ``head_out`` is computed from it on first
     access (it costs as much as the output projection itself, and most views never need it).
     """

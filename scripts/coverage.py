@@ -10,7 +10,10 @@ experts with 2 per token, small latent-attention ranks; nested configs likewise)
 meta device to count its parameters: a type that stays large is skipped, never built. Each type then runs once
 with the recording attention and once with transformers' own eager attention (a copy with the same weights): on a
 12-token text (longer than every window) and an 8-token decoder text, every layer and part's pattern and W^O
-output must match the model's own ``output_attentions`` and its W^O output to 1e-5.
+output must match the model's own ``output_attentions`` and its W^O output to 1e-5. A model that reports its weights
+before its learned sink (granite_swa: the sink scales each row's output instead) is compared on the weights it
+applies, output_attentions × each row's sink scale, which mha-viz draws; its entry then also keeps
+``vs_output_attentions``, the largest difference between what is drawn and output_attentions itself.
 
 The catalog (mha_viz/models/catalog.py) reads the file: a type is supported only when this run reproduced it;
 tests/test_coverage.py re-runs every reproduced type.
@@ -36,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from mha_viz.models.catalog import COVERAGE_FILE, text_model_types  # noqa: E402
+from mha_viz.models.catalog import COVERAGE_FILE, OUTSIDE_INTERFACE, text_model_types  # noqa: E402
 
 TOL = 1e-5
 MAX_PARAMETERS = 20_000_000  # counted on the meta device before any weights exist
@@ -259,9 +262,10 @@ def kind_of(lm) -> str:
     return "encoder-decoder" if lm.encoder_decoder else "decoder" if lm.causal else "encoder"
 
 
-def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list[str]]:
-    """Trace ``model`` and compare with its own eager attention: (largest difference, kind, the layers compared).
-    Raises Failed."""
+def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list[str], float | None]:
+    """Trace ``model`` and compare with its own eager attention: (largest difference, kind, the layers compared,
+    the largest difference between the drawn pattern and output_attentions itself where the model reports its
+    weights before its sink, else None). Raises Failed."""
     from mha_viz.config import Config
     from mha_viz.models.load import prepare
     from mha_viz.models.run import run_model
@@ -303,6 +307,7 @@ def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list
             "(attention outside the interface)"
         )
     worst = 0.0
+    reported: float | None = None  # max |drawn - output_attentions| where the sink rescales what is reported
     for part, layer in sorted(rec.run.calls):
         try:
             t = layer_trace(lm, rec, part, layer, Config())
@@ -314,7 +319,10 @@ def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list
         if t.output.shape != wo_out[(part, layer)][0].shape:
             raise Failed(f"{part} layer {layer}: W^O output of shape {tuple(t.output.shape)}, the model's "
                          f"{tuple(wo_out[(part, layer)][0].shape)}")  # fmt: skip
-        theirs = applied_weights(attn[(part, layer)][0], t.pattern, t.sink is not None)  # [h, q, k]
+        given = attn[(part, layer)][0]  # [h, q, k]: output_attentions
+        theirs = applied_weights(given, t.pattern, t.sink is not None)  # [h, q, k]
+        if theirs is not given:  # reported before the sink: drawn = output_attentions × each row's sink scale
+            reported = max(reported or 0.0, (t.pattern - given).abs().max().item())
         d_pattern = (t.pattern - theirs).abs().max().item()
         d_out = (t.output - wo_out[(part, layer)][0]).abs().max().item()
         for what, d in (("pattern", d_pattern), ("W^O output", d_out)):
@@ -329,7 +337,7 @@ def reproduce(model_type: str, model: torch.nn.Module) -> tuple[float, str, list
         cross = rec.run.calls[("cross", 0)]
         if cross.q.shape[-2] != len(DECODER_IDS) or cross.k.shape[-2] != TEXT_TOKENS:
             raise Failed("cross-attention did not read the decoder's queries and the encoder's keys")
-    return worst, kind_of(lm), sorted(f"{p}{i}" for p, i in rec.run.calls)
+    return worst, kind_of(lm), sorted(f"{p}{i}" for p, i in rec.run.calls), reported
 
 
 def _calls(calls: dict, sites: set) -> str:
@@ -345,7 +353,7 @@ def _line(exc: BaseException) -> str:
 def _reason(text: str) -> str:
     """mha-viz's refusal as a catalog reason: no "it is not supported" (the catalog says so)."""
     if text.startswith("the model ran without calling transformers' attention interface"):
-        return "its attention does not go through transformers' attention interface"
+        return OUTSIDE_INTERFACE
     return re.sub(r"[;,] (it|this model) is not supported$", "", text)
 
 
@@ -392,11 +400,13 @@ def check(model_type: str) -> dict:
                     raise Failed(f"could not build a tiny model: {type(exc).__name__}: {_line(exc)}") from None
                 continue
             try:
-                worst, kind, layers = reproduce(model_type, model)
+                worst, kind, layers, reported = reproduce(model_type, model)
             except Failed as exc:
                 if full_heads or str(exc).startswith("could not reproduce") or not _uses_kv_heads(config):
                     raise
                 continue
+            if reported is not None:
+                entry["vs_output_attentions"] = reported
             return {"status": "reproduced", "kind": kind, "max_diff": worst, "layers": len(layers), **entry}
         raise Failed("could not build a tiny model")
     except Failed as exc:

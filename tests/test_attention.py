@@ -93,14 +93,15 @@ def test_unscaled_scores_saturate(tiny: AttentionWeights, tiny_x: torch.Tensor) 
     assert raw.pattern.max(-1).values.mean() > scaled.pattern.max(-1).values.mean()
 
 
-def test_fully_masked_row_is_zero_and_flagged(tiny: AttentionWeights, tiny_x: torch.Tensor) -> None:
+def test_fully_masked_row_is_even_and_flagged(tiny: AttentionWeights, tiny_x: torch.Tensor) -> None:
+    """As transformers' eager attention (the dtype's minimum added to every score): even over every key."""
     allowed = torch.ones(5, 5, dtype=torch.bool)
     allowed[2] = False
     t = compute_trace(tiny, tiny_x, attn_mask=allowed, device="cpu", dtype="float64")
     assert not torch.isnan(t.pattern).any() and not torch.isnan(t.output).any()
-    assert torch.all(t.pattern[:, 2] == 0)
+    assert torch.all(t.pattern[:, 2] == 0.2)
     assert t.dead_rows.tolist() == [False, False, True, False, False] and t.any_dead_rows
-    torch.testing.assert_close(t.output[2], tiny.b_O)
+    torch.testing.assert_close(t.z[:, 2], t.v.mean(1).repeat_interleave(tiny.group, 0))
     torch.testing.assert_close(t.pattern[:, [0, 1, 3, 4]].sum(-1), torch.ones(3, 4, dtype=torch.float64))
 
 
@@ -126,8 +127,8 @@ def test_random_shapes_and_masks(n, heads, d_head, causal, scaled, seed, density
     assert t.dead_rows.tolist() == dead.tolist()
     sums = t.pattern.sum(-1)  # [h, n]
     torch.testing.assert_close(sums[:, ~dead], torch.ones(heads, int((~dead).sum())), atol=1e-5, rtol=0)
-    assert torch.all(sums[:, dead] == 0)
-    assert torch.all(t.pattern[:, ~effective] == 0)
+    torch.testing.assert_close(t.pattern[:, dead], torch.full_like(t.pattern[:, dead], 1.0 / n))
+    assert torch.all(t.pattern[:, ~effective & ~dead[:, None]] == 0)
 
 
 def test_bad_shapes_and_options_are_clear_errors(tiny: AttentionWeights) -> None:

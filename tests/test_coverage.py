@@ -140,3 +140,68 @@ def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
     code = main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def _tiny_checkpoint(coverage_script, model_type: str, full_heads: bool, folder: Path, tokenizer) -> None:
+    """``model_type`` at its coverage size as a checkpoint folder: safetensors weights, its own config (the listed
+    type at the top, as a real checkpoint of it has), a tokenizer."""
+    config = coverage_script.tiny_config(model_type, full_heads)
+    coverage_script.build(model_type, config).save_pretrained(folder)
+    config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_every_listed_type_loads(batch: int, recorded: dict, coverage_script, tmp_path: Path) -> None:
+    """The listing and load follow one rule (issue 35 §1.3: fuyu, got_ocr2, modernvbert, musicflamingo and
+    ultravbert were listed as supported and refused by load): every type `models` lists loads through load_model,
+    at the coverage run's tiny size (its grouped-query config, else the all-heads one, as the run tries them)."""
+    from conftest import _tiny_tokenizer
+
+    tokenizer = _tiny_tokenizer()
+    listed = sorted(a.model_type for a in catalog() if a.supported)
+    assert set(listed) == set(_reproduced(recorded))
+    refused = {}
+    for model_type in listed[batch::BATCHES]:
+        for full_heads in (False, True):
+            folder = tmp_path / f"{model_type}-{full_heads}"
+            try:
+                with coverage_script.time_limit(coverage_script.TIME_LIMIT_S):
+                    _tiny_checkpoint(coverage_script, model_type, full_heads, folder, tokenizer)
+                    lm = load_model(str(folder))
+            except MhaVizError as exc:
+                refused[model_type] = str(exc)
+                continue
+            except Exception as exc:  # no tiny config or model of this kind: the all-heads one is tried next
+                refused[model_type] = f"{type(exc).__name__}: {exc}"
+                continue
+            refused.pop(model_type, None)
+            assert lm.sites, model_type
+            break
+    assert not refused
+
+
+def test_sink_scaled_types_say_what_is_drawn(recorded: dict, coverage_script) -> None:
+    """granite_swa and granitemoe_swa report their weights before the learned sink: the pattern drawn (the weights
+    they apply) differs from output_attentions by up to ~0.5 on their tiny configs (issue 35 §1.2). The coverage run
+    measures it, and `models` says so on their lines and in a note, and what its largest difference is against."""
+    scaled = sorted(t for t, e in recorded["types"].items() if "vs_output_attentions" in e)
+    assert scaled == ["granite_swa", "granitemoe_swa"]
+    for model_type in scaled:
+        with coverage_script.time_limit(coverage_script.TIME_LIMIT_S):
+            got = coverage_script.check(model_type)
+        assert got["status"] == "reproduced" and got["max_diff"] <= recorded["tolerance"], model_type
+        assert got["vs_output_attentions"] > 0.1, model_type  # what is drawn is not output_attentions
+        assert abs(got["vs_output_attentions"] - recorded["types"][model_type]["vs_output_attentions"]) < 1e-5
+    assert "vs_output_attentions" not in coverage_script.check("gpt_oss")  # reports what it applies: no mark
+    table = format_table(catalog())
+    header, lines = table.splitlines()[0], table.splitlines()
+    assert "between the pattern drawn and the weights the model applies" in header and "except where marked *" in header
+    for model_type in scaled:
+        (line,) = [ln for ln in lines if ln.startswith(f"  {model_type} ")]
+        diff = recorded["types"][model_type]["vs_output_attentions"]
+        assert line.endswith(f"(*: drawn differs from output_attentions by up to {diff:.2g})"), line
+    note = next(ln for ln in lines if ln.startswith("* "))
+    assert all(t in note for t in scaled) and "output_attentions × each row's sink scale" in note
+    marked = [ln.split()[0] for ln in lines if "(*: drawn differs" in ln]
+    assert marked == scaled

@@ -28,7 +28,7 @@ class Call:
     softcap: float | None
     bias: torch.Tensor | None
     allowed: torch.Tensor | None
-    delta: float  # max |our pattern - the model's own weights| over live rows
+    delta: float  # max |our pattern - the model's own weights| over every row
     part: str = "?"
     layer: int = -1
     wo_in: torch.Tensor | None = None

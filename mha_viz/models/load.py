@@ -18,7 +18,7 @@ import torch
 from mha_viz.config import DEFAULT_MODEL, PART_NAMES, hosted
 from mha_viz.models import capture, hooks, offload
 from mha_viz.models.arch import Site, discover
-from mha_viz.models.catalog import refusal
+from mha_viz.models.catalog import OUTSIDE_INTERFACE, refusal
 from mha_viz.models.moa import routing_hook
 from mha_viz.models.placement import Placement, split
 from mha_viz.models.sources import SUPPORTED_TEXT, hub_reachable, reason, resolve
@@ -87,21 +87,6 @@ class LoadedModel:
         return next(s for s in self.sites if s.part == p and s.layer == layer)
 
 
-def _interface_source(model_type: str) -> bool | None:
-    """Whether the installed transformers runs ``model_type``'s attention through the attention interface
-    (None when its modeling file can't be found)."""
-    import importlib.util
-
-    from transformers.models.auto.configuration_auto import model_type_to_module_name
-
-    folder = model_type_to_module_name(model_type)
-    spec = importlib.util.find_spec(f"transformers.models.{folder}.modeling_{folder}")
-    if spec is None or spec.origin is None:
-        return None
-    with open(spec.origin, encoding="utf-8") as fh:
-        return "ALL_ATTENTION_FUNCTIONS.get_interface(" in fh.read()
-
-
 def model_classes(model_type: str, encoder_decoder: bool) -> list:
     """The auto classes to try, most useful first: a head that gives next-token probabilities if any."""
     import transformers
@@ -148,12 +133,12 @@ def _load_model(name: str | None, device: str | torch.device) -> LoadedModel:
         )
         raise MhaVizError(f"could not load model {shown!r} ({why}); {SUPPORTED_TEXT}") from None
     model_type = str(config.model_type)
-    if not _interface_source(model_type):
+    why_not = refusal(model_type)  # the catalog's own rule: the last coverage run (scripts/coverage.py) did not
+    if why_not == OUTSIDE_INTERFACE:  # reproduce this type, or did not try it
         raise MhaVizError(
             f"model {shown!r} is a {model_type!r} model, whose attention does not go through transformers' "
             f"attention interface, so mha-viz cannot record it exactly; {SUPPORTED_TEXT}"
         )
-    why_not = refusal(model_type)  # the last coverage run (scripts/coverage.py) did not reproduce this type
     if why_not is not None:
         raise MhaVizError(
             f"model {shown!r} is a {model_type!r} model, which is not supported: the test suite does not reproduce "

@@ -1,5 +1,7 @@
 """Every recorded attention call is checked: our pattern, recomputed from the q, k, mask and scaling the model used,
-against the weights the model itself computed (max |difference| over live rows), a block of query rows at a time."""
+against the weights the model itself computed (max |difference| over every row the model computed, rows whose keys
+are all masked included: they are recomputed as the model's eager softmax gives them), a block of query rows at a
+time."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def applied_weights(reported: torch.Tensor, pattern: torch.Tensor, sink: bool) -
 
 
 def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
-    """max |our pattern - the model's weights| over live rows, a block of query rows at a time (so a long
+    """max |our pattern - the model's weights| over every row, a block of query rows at a time (so a long
     text never needs a second and third [b, h, q_pos, k_pos] copy). With ``tile_cells``, our pattern's block
     means (batch item 0) are kept in call.tiles on the way (pooling.block_means).
     Shapes: weights [b, h, q_pos, k_pos]."""
@@ -44,7 +46,7 @@ def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
         def part(t: torch.Tensor | None, sl: slice = sl) -> torch.Tensor | None:  # [..., q|1, k]: these rows
             return None if t is None or t.shape[-2] == 1 else t[..., sl, :]
 
-        _, pattern, dead = attention_pattern(
+        _, pattern, _ = attention_pattern(
             call.q[..., sl, :], call.k, scale=call.scaling, softcap=call.softcap, bias=part(call.bias),
             allowed=part(call.allowed), sink=call.sink,
         )  # fmt: skip
@@ -53,9 +55,7 @@ def self_check(call: Call, weights: torch.Tensor, tile_cells: int = 0) -> float:
         theirs = applied_weights(
             weights[..., sl, :].detach().to(device="cpu", dtype=torch.float32), pattern, call.sink is not None
         )  # [b, h, rows, k]
-        diff = pattern.sub_(theirs).abs_()  # in place: our fresh pattern is not kept
-        if bool(dead.any()):
-            diff.masked_fill_(dead.unsqueeze(-1), 0.0)
+        diff = pattern.sub_(theirs).abs_()  # in place: our fresh pattern is not kept; every row, fully masked too
         block = float(diff.max()) if diff.numel() else 0.0
         if block != block:  # NaN: reported as is (the trace refuses it)
             return block

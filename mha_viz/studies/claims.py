@@ -35,13 +35,14 @@ class Equivalence:
 
 
 def _masked_softmax(s: torch.Tensor, allowed: torch.Tensor, sink: torch.Tensor | None = None) -> torch.Tensor:
-    """Row-wise softmax with masked cells at −∞; all-masked rows are zeros; a learned sink logit per head (gpt-oss)
-    counted in the denominator when given. Shapes: s, allowed [.., n, nk]; sink [] or [h] (one per leading row)."""
+    """Row-wise softmax with masked cells at −∞; all-masked rows even over every key (eager); a learned sink logit
+    per head (gpt-oss) counted in the denominator when given. Shapes: s, allowed [.., n, nk]; sink [] or [h] (one
+    per leading row)."""
     s = s.masked_fill(~allowed, float("-inf"))
     if sink is not None:
         column = sink.to(s).reshape(*sink.shape, *([1] * (s.dim() - sink.dim()))).expand(*s.shape[:-1], 1)
         return torch.softmax(torch.cat([s, column], dim=-1), dim=-1)[..., :-1]
-    return torch.softmax(s, dim=-1).nan_to_num(0.0)
+    return torch.softmax(s, dim=-1).nan_to_num(1.0 / s.shape[-1])
 
 
 def _score_extras(s: torch.Tensor, trace: AttentionTrace, head: int | None) -> torch.Tensor:

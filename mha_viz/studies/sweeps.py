@@ -74,7 +74,7 @@ def single_head_identity(
     s = q @ k.T * (w.scale_factor if scaled else 1.0)  # [pos, pos]
     if allowed is not None:
         s = s.masked_fill(~allowed.to(torch.bool), float("-inf"))
-    plain = torch.softmax(s, dim=-1).nan_to_num(0.0) @ v  # [pos, d]
+    plain = torch.softmax(s, dim=-1).nan_to_num(1.0 / s.shape[-1]) @ v  # [pos, d] (all-masked rows: even)
     return mha, plain
 
 

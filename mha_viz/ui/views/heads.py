@@ -182,7 +182,11 @@ def _model_terms(t: AttentionTrace) -> None:
     if t.causal:
         terms.append("a causal mask")
     if t.sink is not None:
-        terms.append("a learned attention sink per head (a logit in each row's softmax that goes to no token)")
+        terms.append(
+            "a learned attention sink per head (a logit in each row's softmax that goes to no token; the weights shown "
+            "are those applied to V, so a model that reports them before its sink, as granite_swa does, returns "
+            "each row ÷ (1 − the sink's share) as output_attentions)"
+        )
     extra = f"This layer adds {', '.join(terms)} before the softmax." if terms else ""
     if t.model_delta is not None:
         extra = (
