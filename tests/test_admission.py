@@ -4,6 +4,7 @@ refused with a notice, in the page too."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -122,3 +123,102 @@ def test_a_busy_server_says_so_in_the_page(minilm, monkeypatch) -> None:
         thread.join(60)
     at.run()
     assert not at.error and at.get("plotly_chart")
+
+
+# --- the recorded pass every view reads is admitted like any other work (issue 35 §4.3) --------------------------
+
+FRESH = "A text no other test records, so that this page's model pass runs: the heron waited by the weir"
+
+
+def test_a_requests_own_parts_never_wait_for_each_other() -> None:
+    """The recorded pass a view asks for is admitted inside the view's own admission: the two count together but
+    never wait for each other (a request alone always runs); another thread's request still makes them wait."""
+    adm = Admission()
+    with adm.admit(80 * MB, "Next token", total=100 * MB, wait_s=0), adm.admit(50 * MB, "its pass", total=100 * MB,
+                                                                                   wait_s=0):  # fmt: skip
+        assert adm.in_use == 130 * MB and adm.running == 2
+    started, release = threading.Event(), threading.Event()
+    thread = _hold(adm, 80 * MB, started, release)
+    try:
+        view = adm.admit(10 * MB, "Heads", total=100 * MB, wait_s=0)
+        with pytest.raises(ServerBusy), view, adm.admit(20 * MB, "its pass", total=100 * MB, wait_s=0):
+            pass
+    finally:
+        release.set()
+        thread.join(60)
+    assert adm.in_use == 0
+
+
+def _recorded(text: str) -> bool:
+    from mha_viz.config import Config
+    from mha_viz.ui.cache import is_recorded
+
+    return is_recorded(Config(), text, None)
+
+
+def test_the_page_pass_is_refused_as_busy_before_it_runs(minilm, monkeypatch) -> None:
+    """Another session holds the whole process budget: the page's model pass over a new text waits the configured
+    moment and is refused with the busy notice, never run (main recorded it first, then refused the view)."""
+    monkeypatch.setenv("MHA_VIZ_PROCESS_MB", "1")
+    monkeypatch.setenv("MHA_VIZ_ADMIT_WAIT_S", "0")
+    started, release = threading.Event(), threading.Event()
+
+    def other_session() -> None:
+        with ADMISSION.admit(MB, "another session's Overview"):
+            started.set()
+            release.wait(120)
+
+    thread = threading.Thread(target=other_session)
+    thread.start()
+    try:
+        assert started.wait(60)
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["view"] = "Heads"
+        at.query_params["text"] = FRESH
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        errors = [e.value.replace("\\", "") for e in at.error]
+        assert any("The server is busy" in e and "Recording all-MiniLM-L6-v2 needs about" in e for e in errors), errors
+        assert not _recorded(FRESH) and not at.get("plotly_chart")
+    finally:
+        release.set()
+        thread.join(60)
+
+
+def test_the_page_pass_over_the_time_limit_is_refused_before_it_runs(minilm, monkeypatch) -> None:
+    """A long MiniLM text (cut to the model's 256 tokens): its pass is estimated at ~0.7 s. With a limit under that,
+    the pass itself is refused with its own estimate before it runs (main ran it, then refused the view)."""
+    from mha_viz.pipeline import budget
+
+    monkeypatch.setattr(budget, "max_request_s", lambda: 0.5)
+    text = " ".join(["the heron waited by the weir while the river ran"] * 50)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["view"] = "Heads"
+    at.query_params["text"] = text
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value.replace("\\", "") for e in at.error]
+    said = r"Recording all-MiniLM-L6-v2 on this input would take about 0\.\d s of server time.*MHA_VIZ_MAX_REQUEST_S"
+    assert any(re.search(said, e) for e in errors), errors
+    assert not _recorded(text)
+
+
+def test_the_page_pass_is_cut_at_the_deadline(minilm, monkeypatch) -> None:
+    """Estimated under the limit, yet past it while running (a loaded server): the page's model pass is cut by the
+    request's deadline with a notice (main ran it with no deadline; only the view after it was cut)."""
+    from mha_viz.pipeline import budget
+
+    monkeypatch.setattr(budget, "check_time", lambda view, s, what=None: 0.0)
+    monkeypatch.setattr(budget, "check_seconds", lambda need, what, s: 0.0, raising=False)  # the estimates let it in
+    monkeypatch.setattr(budget, "max_request_s", lambda: 1e-9)  # and the deadline has passed at once
+    text = FRESH + " and then flew"
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["view"] = "Heads"
+    at.query_params["text"] = text
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value.replace("\\", "") for e in at.error]
+    assert any("Recording all-MiniLM-L6-v2 was stopped after" in e and "MHA_VIZ_MAX_REQUEST_S" in e for e in errors), (
+        errors
+    )
+    assert not _recorded(text)

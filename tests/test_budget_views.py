@@ -215,7 +215,12 @@ def test_a_request_estimated_over_the_time_limit_is_refused_in_the_page(monkeypa
 
 def test_a_request_past_its_deadline_is_cut_with_a_notice(minilm, monkeypatch) -> None:
     """Estimated under the limit, yet past it while running (a slow or busy server): the view's next model pass
-    stops it with the project's error, shown as a notice; the page itself is drawn."""
+    stops it with the project's error, shown as a notice; the page itself is drawn. The page's model pass is
+    recorded first (it has its own deadline: tests/test_admission.py)."""
+    from mha_viz.config import Config
+    from mha_viz.ui.cache import recording_of
+
+    recording_of(Config(), SENTENCE, None)
     monkeypatch.setattr(budget, "check_time", lambda view, s, what=None: 0.0)  # the estimate lets it in
     monkeypatch.setattr(budget, "max_request_s", lambda: 1e-9)  # and the deadline has passed at once
     at = _page("Ablation", layer="0")

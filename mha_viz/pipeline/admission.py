@@ -4,7 +4,8 @@ at once took a server from 1.7 to 7.2 GB, each under its own per-request limit).
 A request's estimate (mha_viz.pipeline.budget) counts from when it is admitted until it ends. A request that would take
 the total over the budget waits a short while for running ones to end, then is refused with a notice; a
 request alone is always admitted (its own limit is MHA_VIZ_MAX_REQUEST_MB). Thread-safe: Streamlit runs each
-session's script in its own thread.
+session's script in its own thread. A request's parts admitted one inside the other in the same thread (the
+recorded pass a view asks for, a view's own texts) count together and never wait for each other.
 
     MHA_VIZ_PROCESS_MB   memory all running requests together may use (default: twice MHA_VIZ_MAX_REQUEST_MB,
                          so 4096 MB, hosted 1536 MB); on top of the loaded models and the caches
@@ -43,13 +44,21 @@ class Admission:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._running: dict[int, int] = {}  # ticket -> estimated bytes
+        self._running: dict[int, tuple[int, int]] = {}  # ticket -> (estimated bytes, thread id)
         self._tickets = 0
 
     @property
     def in_use(self) -> int:
         with self._cond:
-            return sum(self._running.values())
+            return self._used()
+
+    def _used(self) -> int:
+        return sum(need for need, _ in self._running.values())
+
+    def _others(self) -> bool:
+        """Whether requests of other threads are running (this thread's own parts never wait for each other)."""
+        me = threading.get_ident()
+        return any(thread != me for _, thread in self._running.values())
 
     @property
     def running(self) -> int:
@@ -70,10 +79,10 @@ class Admission:
         total = process_mb() * 2**20 if total is None else total
         end = time.monotonic() + (admit_wait_s() if wait_s is None else wait_s)
         with self._cond:
-            while self._running and sum(self._running.values()) + need > total:
+            while self._others() and self._used() + need > total:
                 left = end - time.monotonic()
                 if left <= 0:
-                    used = sum(self._running.values())
+                    used = self._used()
                     raise ServerBusy(
                         f"The server is busy, try again in a moment: {what} needs about {need / 2**20:,.0f} MB and "
                         f"{len(self._running)} running request(s) hold {used / 2**20:,.0f} of the "
@@ -88,7 +97,7 @@ class Admission:
                         self._cond.acquire()
             self._tickets += 1
             ticket = self._tickets
-            self._running[ticket] = need
+            self._running[ticket] = (need, threading.get_ident())
         try:
             yield
         finally:

@@ -17,10 +17,11 @@ heatmap cells drawn, at rates measured on a 2-core CPU (benchmarks/bench_view_co
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from mha_viz.config import CORPUS_BATCH, hosted
@@ -60,9 +61,17 @@ def max_request_s() -> float | None:
     return float(value) if value else (30.0 if hosted() else None)
 
 
-def corpus_seconds(s: Sizes, n_texts: int) -> float:
-    """Estimated server time of a Corpus run over ``n_texts`` texts of about the page text's length."""
-    return SECONDS_BASE + (seconds("Corpus", s) - SECONDS_BASE) * n_texts / CORPUS_BATCH
+def corpus_estimate(s: Sizes, lengths: Sequence[int]) -> tuple[int, float]:
+    """Estimated peak bytes and server time of a Corpus run over texts of these token counts (issue 35 §4.9: not the
+    page text's), in padded batches of CORPUS_BATCH in their order, each as long as its longest text; ``s`` gives
+    the model's shape."""
+    peak, secs = 0, SECONDS_BASE
+    for i in range(0, len(lengths), CORPUS_BATCH):
+        batch = lengths[i : i + CORPUS_BATCH]
+        one = dataclasses.replace(s, n_q=max(batch), n_k=max(batch))
+        peak = max(peak, estimate("Corpus", one))
+        secs += (seconds("Corpus", one) - SECONDS_BASE) * len(batch) / CORPUS_BATCH
+    return peak, secs
 
 
 def cost(view: str, s: Sizes) -> Cost:
@@ -85,15 +94,33 @@ def seconds(view: str, s: Sizes) -> float:
     return SECONDS_BASE + SECONDS_PER_GFLOP * c.gflop + SECONDS_PER_MCELL * c.cells / 1e6
 
 
+def recording_estimate(s: Sizes) -> int:
+    """Estimated bytes of the recorded model pass every view reads, with the one-layer trace drawn from it (what
+    check(..., recording=True) holds to the per-request limit, and what the pass holds in the process budget)."""
+    return estimate("Heads", s) + s.recording_bytes()
+
+
+def recording_seconds(s: Sizes) -> float:
+    """Estimated server time of the recorded model pass: the model's work (its LM head over ``s.vocab`` rows at every
+    position: pass 0 where only the last position's logits are computed, a long text's slim recording) and the
+    self-check of every recorded call (each head's scores recomputed)."""
+    check = s.n_layers * 2 * s.n_heads * s.n_q * s.n_k * s.d_head / 1e9
+    return SECONDS_BASE + SECONDS_PER_GFLOP * (s.pass_gflop() + check)
+
+
 def check(view: str, s: Sizes, recording: bool = False, what: str | None = None) -> None:
     """Refuse a request whose estimated memory is over the limit, saying what to lower.
 
     ``view`` picks the estimate (a dashboard tab's name); ``what`` names the step in the message."""
-    need = estimate(view, s) + (s.recording_bytes() if recording else 0)
+    check_bytes(estimate(view, s) + (s.recording_bytes() if recording else 0), what or view, s)
+
+
+def check_bytes(need: int, what: str, s: Sizes) -> None:
+    """Refuse ``need`` bytes over MHA_VIZ_MAX_REQUEST_MB, naming ``what`` and what to lower."""
     limit = max_request_mb() * 2**20
     if need > limit:
         raise MhaVizError(
-            f"{what or view} on this input would need about {need / 2**20:,.0f} MB; the limit per request is "
+            f"{what} on this input would need about {need / 2**20:,.0f} MB; the limit per request is "
             f"{limit / 2**20:,.0f} MB (MHA_VIZ_MAX_REQUEST_MB). Use a shorter text, fewer heads or a smaller d_model"
             f"{', or a view of one layer' if s.n_layers > 1 else ''}"
         )
@@ -102,12 +129,17 @@ def check(view: str, s: Sizes, recording: bool = False, what: str | None = None)
 def check_time(view: str, s: Sizes, what: str | None = None) -> float:
     """Refuse a request whose estimated server time is over MHA_VIZ_MAX_REQUEST_S (hosted mode: 30 s).
     Returns the estimate (seconds)."""
-    need, limit = seconds(view, s), max_request_s()
+    return check_seconds(seconds(view, s), what or view, s)
+
+
+def check_seconds(need: float, what: str, s: Sizes) -> float:
+    """Refuse ``need`` seconds of server time over MHA_VIZ_MAX_REQUEST_S, naming ``what``; returns ``need``."""
+    limit = max_request_s()
     if limit is not None and need > limit:
         raise MhaVizError(
-            f"{what or view} on this input would take about {need:,.0f} s of server time; the limit per request on "
-            f"this server is {limit:,.0f} s (MHA_VIZ_MAX_REQUEST_S). Use a shorter text, fewer heads or a smaller "
-            f"d_model{', or a smaller model' if s.n_layers > 1 else ''}"
+            f"{what} on this input would take about {need:,.{0 if need >= 10 else 1}f} s of server time; the limit "
+            f"per request on this server is {limit:,.0f} s (MHA_VIZ_MAX_REQUEST_S). Use a shorter text, fewer heads "
+            f"or a smaller d_model{', or a smaller model' if s.n_layers > 1 else ''}"
         )
     return need
 

@@ -221,7 +221,7 @@ def _induction(s: Sizes) -> Cost:
 def _corpus(s: Sizes) -> Cost:
     """studies.corpus_run: a padded batch of CORPUS_BATCH texts recorded at once, one text's every-layer patterns
     at a time, and 10 scores per head kept for each of at most MAX_CORPUS_TEXTS texts; the time of CORPUS_BATCH
-    texts (corpus_seconds scales it to a run's count). Drawn: three layer × head maps and a line chart."""
+    texts (budget.corpus_estimate sums it over a run's batches). Drawn: three layer × head maps and a line chart."""
     heads = s.n_layers * s.n_heads
     patterns = F32 * heads * s.n_q * s.n_k
     kept = F32 * 10 * heads * MAX_CORPUS_TEXTS

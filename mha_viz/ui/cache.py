@@ -27,6 +27,7 @@ from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 from mha_viz.ui.guard import unchecked, watch_model
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.model_store import ModelStore
+from mha_viz.ui.pass_budget import admitted_pass
 
 tune_allocator()  # the app's process: big arrays go back to the system when freed
 
@@ -74,9 +75,10 @@ def model_of(config: Config) -> LoadedModel:
 def get_recording(model_name: str, device: str, text: str, target: str | None) -> pipeline.Recording:
     """One model pass over the text (and target), every attention call recorded (a long text's with the
     Overview's tiles: get_pooled_patterns then needs no second look at every layer). A progress bar set with
-    recording_progress() is told each recorded layer."""
+    recording_progress() is told each recorded layer. Admitted like a view's work (ui/pass_budget.py)."""
     lm, told = get_model(model_name, device), _pass_progress()
-    return pipeline.record(lm, text, target, tile_cells=OVERVIEW_TILE, progress=told)
+    with admitted_pass(lm, text, target):
+        return pipeline.record(lm, text, target, tile_cells=OVERVIEW_TILE, progress=told)
 
 
 _PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("mha_viz_progress", default=None)
@@ -110,8 +112,10 @@ def long_unrecorded(config: Config, text: str, target: str | None) -> bool:
 @sized_cache(max_entries=2, max_mb=192)
 def get_first_layer(model_name: str, device: str, text: str, part: str | None, layer: int) -> pipeline.Recording:
     """A long text's shown layer alone, recorded whole (pipeline.record_layer), for the page that draws it first
-    (told to the recording_progress() bar, if any)."""
-    return pipeline.record_layer(get_model(model_name, device), text, part, layer, progress=_pass_progress())
+    (told to the recording_progress() bar, if any); admitted like the whole pass."""
+    lm = get_model(model_name, device)
+    with admitted_pass(lm, text, timed=False):
+        return pipeline.record_layer(lm, text, part, layer, progress=_pass_progress())
 
 
 @contextmanager

@@ -7,13 +7,10 @@ process budget while it runs, and its deadline (issue 21 §2.2, §2.6).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
-import torch
 
 from mha_viz.config import INDUCTION_LENGTH, MAX_INDUCTION_LENGTH, MIN_INDUCTION_LENGTH
 from mha_viz.pipeline import budget
@@ -21,25 +18,9 @@ from mha_viz.pipeline.admission import ADMISSION
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.guard import stop_if_gone
+from mha_viz.ui.pass_budget import vocab_of, watch_deadline
 
-_WATCHED: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
-_WATCH_LOCK = threading.Lock()
-
-
-def _deadline_hook(_module: torch.nn.Module, _args: object) -> None:
-    budget.check_deadline()
-
-
-def watch_deadline(lm) -> None:
-    """Check the running request's deadline before each attention module of a shared model runs (once per
-    layer of a pass: an Ablation or Head importance scan of many passes is cut between two layers). The hook
-    reads only this thread's deadline; no request state lives on the model. Idempotent."""
-    with _WATCH_LOCK:
-        if lm.model in _WATCHED:
-            return
-        for site in lm.sites:
-            lm.model.get_submodule(site.name).register_forward_pre_hook(_deadline_hook)
-        _WATCHED.add(lm.model)
+OWN_INPUT = ("Patching", "Corpus")  # views that run on texts of their own (their boxes, a corpus), not the sidebar's
 
 
 def _induction_tokens() -> int:
@@ -54,11 +35,12 @@ def sizes(name: str, ctx: Ctx) -> budget.Sizes:
     """What decides the cost of view ``name`` on this page: the text's tokens, the model's shape, its vocabulary."""
     b = ctx.base
     lm = None if b.own else model_of(ctx.config)
-    head = None if lm is None or not hasattr(lm.model, "get_output_embeddings") else lm.model.get_output_embeddings()
-    vocab = int(head.weight.shape[0]) if head is not None and hasattr(head, "weight") else 0
+    vocab = 0 if lm is None else vocab_of(lm)
     n_q, n_k = len(b.tokens.ids), len(b.key_tokens.ids)
     if name == "Induction":
         n_q = n_k = _induction_tokens()
+    elif name in OWN_INPUT:  # not the sidebar's text: the view estimates its own with own_input()
+        n_q = n_k = 1
     return budget.Sizes(n_q, n_k, b.n_heads, b.n_kv_heads, b.d_head, b.d_model, b.n_layers, vocab)
 
 
@@ -75,3 +57,20 @@ def admitted(name: str, ctx: Ctx) -> Iterator[budget.Sizes]:
     need = budget.estimate(name, s)
     with ADMISSION.admit(need, name, poll=stop_if_gone), budget.deadline(budget.max_request_s(), name):
         yield s
+
+
+@contextmanager
+def own_input(
+    name: str, ctx: Ctx, s: budget.Sizes, need: int | None = None, secs: float | None = None, what: str | None = None
+) -> Iterator[None]:
+    """A view's work on its own input (Patching's two texts, a Corpus's texts), which admitted() could not see: it
+    estimated the sidebar's text (issue 35 §4.9). The estimate from ``s`` (or ``need`` bytes, ``secs`` seconds) is
+    checked against the per-request limits before the work runs, and what it needs beyond the page's estimate is
+    held in the process budget while it runs (a moment's wait, or refused, when the server is busy)."""
+    what = what or name
+    need = budget.estimate(name, s) if need is None else need
+    budget.check_bytes(need, what, s)
+    budget.check_seconds(budget.seconds(name, s) if secs is None else secs, what, s)
+    more = max(0, need - budget.estimate(name, sizes(name, ctx)))
+    with ADMISSION.admit(more, what, poll=stop_if_gone):
+        yield

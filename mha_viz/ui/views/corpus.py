@@ -5,6 +5,8 @@ layer."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import streamlit as st
 
@@ -13,14 +15,17 @@ from mha_viz.analysis.roles import SCORE_KEYS
 from mha_viz.config import MAX_TEXT_CHARS
 from mha_viz.figures import clark_lines, corpus_map
 from mha_viz.pipeline import budget
+from mha_viz.pipeline.pace import eta
 from mha_viz.studies.corpus_run import CorpusRun
+from mha_viz.ui.cache import model_of
 from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.corpus_source import Texts, choose_corpus, get_run, has_run
 from mha_viz.ui.links import check_choice, plain
+from mha_viz.ui.long_run import long_run
 from mha_viz.ui.opened import open_head, set_linked
-from mha_viz.ui.request import sizes
+from mha_viz.ui.request import own_input, sizes
 
 AUTO_CELLS = 16 * 72  # texts × heads that score by themselves (MiniLM: 16 texts, a few seconds); more on a button
 MAPS = ("corpus_mean", "corpus_std", "corpus_label")
@@ -40,14 +45,11 @@ def _open(key: str, texts: tuple[str, ...], n_layers: int, n_heads: int) -> None
         return
 
 
-def _started(key: str, n: int) -> bool:
-    """A long run starts on a click and keeps going across reruns until it is done or cancelled."""
-    if st.session_state.get(key):
-        return True
-    if st.button(f"Score {n:,} texts", key=f"{key}_start", type="primary"):
-        st.session_state[key] = True
-        return True
-    return False
+def _lengths(ctx: Ctx, texts: tuple[str, ...]) -> list[int]:
+    """Each text's tokens on the page's model (at most the model's limit): what the run will hold and do."""
+    lm = model_of(ctx.config)
+    ids = lm.tokenizer(list(texts), truncation=True, max_length=lm.max_tokens)["input_ids"]
+    return [max(1, len(i)) for i in ids]
 
 
 def _run(ctx: Ctx, texts: Texts) -> CorpusRun | None:
@@ -55,28 +57,25 @@ def _run(ctx: Ctx, texts: Texts) -> CorpusRun | None:
     if has_run(config, texts, part):
         return get_run(config, texts, part)
     n = len(texts.texts)
-    need, limit = budget.corpus_seconds(sizes("Corpus", ctx), n), budget.max_request_s()
-    if limit is not None and need > limit:
-        st.error(f"Scoring {n:,} texts on {ctx.base.model_name} would take about {need:,.0f} s; the limit per "
+    lengths, s = _lengths(ctx, texts.texts), sizes("Corpus", ctx)
+    need, secs = budget.corpus_estimate(s, lengths)  # the corpus's own texts, not the sidebar's (issue 35 §4.9)
+    limit = budget.max_request_s()
+    if limit is not None and secs > limit:
+        st.error(f"Scoring {n:,} texts on {ctx.base.model_name} would take about {secs:,.0f} s; the limit per "
                  f"request on this server is {limit:,.0f} s. Use fewer texts (Texts used) or a smaller "
                  "model.")  # fmt: skip
         return None
+    longest = dataclasses.replace(s, n_q=max(lengths), n_k=max(lengths))
+    heads = ctx.base.n_layers * ctx.base.n_heads
+
+    def waiting() -> None:
+        st.caption(f"{n:,} texts ({sum(lengths):,} tokens) × {heads} heads: {eta(secs)}. Press the button to "
+                   "start (it shows its progress and can be cancelled), or use fewer texts.")  # fmt: skip
+
     key = f"corpus_go_{texts.digest}_{n}_{config.model_name}"
-    slot = st.empty()  # the button, progress bar and Cancel: gone once the run is done
-    with slot.container():
-        if n * ctx.base.n_layers * ctx.base.n_heads > AUTO_CELLS and not _started(key, n):
-            st.caption(f"{n:,} texts × {ctx.base.n_layers * ctx.base.n_heads} heads: about {need:,.0f} s here. "
-                       "Press the button to start (it shows its progress and can be cancelled), or use fewer "
-                       "texts.")  # fmt: skip
-            return None
-        bar = st.progress(0.0, text=f"Scoring {n:,} texts…")
-        if st.session_state.get(key):
-            st.button("Cancel", key=f"{key}_cancel", on_click=lambda: st.session_state.pop(key, None),
-                      help="Stops the run; nothing is kept.")  # fmt: skip
-        run = get_run(config, texts, part, lambda f, what: bar.progress(min(max(f, 0.0), 1.0), text=what))
-    slot.empty()
-    st.session_state.pop(key, None)
-    return run
+    with own_input("Corpus", ctx, longest, need=need, secs=secs, what=f"Scoring {n:,} texts"):
+        return long_run(key, f"Score {n:,} texts", n * heads <= AUTO_CELLS, waiting,
+                        lambda progress: get_run(config, texts, part, progress), secs, primary=True)  # fmt: skip
 
 
 def corpus_view(ctx: Ctx) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import streamlit as st
 
 from mha_viz.config import AUTO_SCAN_TOKENS
 from mha_viz.figures import pruning_figure
+from mha_viz.pipeline import budget
+from mha_viz.pipeline.pace import eta
 from mha_viz.studies import importance
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.cache_studies import get_curve, get_importance, has_importance
@@ -16,7 +16,9 @@ from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import check_choice
+from mha_viz.ui.long_run import long_run, run_key
 from mha_viz.ui.opened import open_head
+from mha_viz.ui.request import sizes
 from mha_viz.ui.sidebar import EXAMPLES
 
 AUTO_HEADS = 100  # scans of models with at most this many heads start by themselves (MiniLM: 72, ~0.5 s) ...
@@ -41,35 +43,6 @@ def _texts(ctx: Ctx) -> tuple[str, ...]:
     return (ctx.c.text, *(t for t in EXAMPLES if t not in (ctx.c.text, "humpty dumpty sat on")))
 
 
-def _progress() -> tuple[object, importance.Progress]:
-    bar = st.progress(0.0, text="Starting…")
-    return bar, lambda f, what: bar.progress(min(max(f, 0.0), 1.0), text=what)
-
-
-def _key(prefix: str, args: tuple) -> str:
-    """A session key for one scan's "started" flag (model, texts, part)."""
-    config, texts, target, part = args
-    digest = hashlib.blake2b(repr((config.model_name, texts, target, part)).encode(), digest_size=8).hexdigest()
-    return f"{prefix}_{digest}"
-
-
-def _run_button(key: str, label: str) -> bool:
-    """A scan that starts on a click and keeps its result; the Cancel button (any rerun) stops it."""
-    if st.session_state.get(key):
-        return True
-    if st.button(label, key=f"{key}_start"):
-        st.session_state[key] = True
-        return True
-    return False
-
-
-def _cancel_button(key: str) -> None:
-    """Any click reruns the script, which stops the scan; this one also forgets that it was started."""
-    if st.session_state.get(key):
-        st.button("Cancel", key=f"{key}_cancel", on_click=lambda: st.session_state.pop(key, None),
-                  help="Stops the computation; nothing is kept.")  # fmt: skip
-
-
 def importance_view(ctx: Ctx) -> None:
     lm = model_of(ctx.config)
     L, H = ctx.base.n_layers, ctx.base.n_heads
@@ -82,22 +55,21 @@ def importance_view(ctx: Ctx) -> None:
     )
     texts = _texts(ctx)
     args = (ctx.config, texts, ctx.target, ctx.part)
-    done = has_importance("importance", *args)
     tokens = len(ctx.base.tokens.ids)
-    auto = n * len(texts) <= AUTO_HEADS and tokens <= AUTO_SCAN_TOKENS
-    if not done and not auto and not _run_button(_key("imp_go", args), f"Scan all {n} heads"):
-        st.caption(
-            f"{n} heads × {len(texts)} text(s), {tokens} tokens: one forward pass of the whole model each. "
-            "Press the button to start (it shows its progress and can be cancelled)."
-        )
-        return
-    if not done:
-        bar, progress = _progress()
-        _cancel_button(_key("imp_go", args))
-        imp = get_importance(*args, progress)
-        bar.empty()
-    else:
+    pass_s = budget.SECONDS_PER_GFLOP * sizes("Head importance", ctx).pass_gflop()  # one pass (the page's text)
+    scan_s = budget.SECONDS_BASE + pass_s * n * len(texts)
+    waiting = lambda: st.caption(
+        f"{n} heads × {len(texts)} text(s), {tokens} tokens: one forward pass of the whole model each, "
+        f"{eta(scan_s)}. Press the button to start (it shows its progress and can be cancelled)."
+    )
+    if has_importance("importance", *args):
         imp = get_importance(*args)
+    else:
+        auto = n * len(texts) <= AUTO_HEADS and tokens <= AUTO_SCAN_TOKENS
+        imp = long_run(run_key("imp_go", args), f"Scan all {n} heads", auto, waiting,
+                       lambda progress: get_importance(*args, progress), scan_s)  # fmt: skip
+        if imp is None:
+            return
     title = f"Importance of each head ({measure}); click a cell to open the head"
     layer_head_map(imp.astype(np.float32), title, "importance", "imp_map", ctx.c.image_format, on_select=_open_head)
     order = importance.pruning_order(imp)
@@ -111,12 +83,16 @@ def importance_view(ctx: Ctx) -> None:
         "|importance| above first, not recomputed after each removal), against random orders "
         f"({len(importance.RANDOM_SEEDS)} seeds: their mean and range)."
     )
-    if not has_importance("curve", *args) and not _run_button(_key("curve_go", args), "Compute the pruning curve"):
-        return
-    bar, progress = _progress()
-    _cancel_button(_key("curve_go", args))
-    curve = get_curve(*args, progress)
-    bar.empty()
+    if has_importance("curve", *args):
+        curve = get_curve(*args)
+    else:
+        runs = len(importance.curve_steps(n)) * (1 + len(importance.RANDOM_SEEDS)) * len(texts)
+        curve_s = budget.SECONDS_BASE + pass_s * runs
+        waiting = lambda: st.caption(f"{runs} forward passes, {eta(curve_s)}.")
+        curve = long_run(run_key("curve_go", args), "Compute the pruning curve", False, waiting,
+                         lambda progress: get_curve(*args, progress), curve_s)  # fmt: skip
+        if curve is None:
+            return
     steps = curve["steps"]
     share = steps / n
     short = importance.measure_short(lm)

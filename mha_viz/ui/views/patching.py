@@ -4,22 +4,27 @@ back, and the share of the clean metric that returns is drawn as a layer × head
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.referents import second_sentence
 from mha_viz.config import AUTO_SCAN_TOKENS
 from mha_viz.figures import token_bars
+from mha_viz.pipeline import budget
+from mha_viz.pipeline.pace import eta
 from mha_viz.studies import patching as pt
 from mha_viz.ui.cache import model_of, tokens_of
 from mha_viz.ui.cache_rows import get_role_labels
 from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, kept_input, layer_head_map, plot
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.long_run import long_run, progress_bar, run_key
 from mha_viz.ui.memo import CACHES, SizedCache
 from mha_viz.ui.opened import open_head
+from mha_viz.ui.request import own_input, sizes
 from mha_viz.ui.sidebar import plain
-from mha_viz.ui.views.importance import _cancel_button, _key, _progress, _run_button
 from mha_viz.ui.views.two_sentences import SECOND_TEXT
 
 AUTO_RUNS = 100  # scans of at most this many patched runs start by themselves (MiniLM: 72 heads, ~0.5 s) ...
@@ -95,28 +100,34 @@ def patching_view(ctx: Ctx) -> None:
     what = st.radio("Patch each head's", whats, format_func=lambda w: pt.WHATS[w], key="patch_what", horizontal=True,
                     help="The head's output is its slice of W^O's input at every position; q, k and v as the model "
                     "used them (after rotary embeddings). Grouped-query models: k and v per K/V head.")  # fmt: skip
+    tokens = max(len(lm.tokenizer(t)["input_ids"]) for t in (clean, corrupt))
+    s = dataclasses.replace(sizes("Patching", ctx), n_q=tokens, n_k=tokens)  # the boxes' texts, not the sidebar's
+    with own_input("Patching", ctx, s, what="Patching these two texts"):
+        r = _run(ctx, lm, clean, corrupt, words, what, s)
+        if r is not None:
+            _show(ctx, lm, r, what, clean, corrupt, words)
+
+
+def _run(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, what: str, s: budget.Sizes) -> dict | None:
+    """The scan: cached, started by itself when small, else on a button after the attribution estimate; its controls
+    are gone once it is done (ui/long_run.py). None: not started."""
     G = pt.heads_of(lm, what)
     n = lm.n_layers(lm.parts[0]) * G
-    tokens = len(lm.tokenizer(clean)["input_ids"])
-    args = (ctx.config, (clean, corrupt, repr(words)), what, lm.parts[0])
-    done = ("heads", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what) in RESULTS
-    auto = n <= AUTO_RUNS and tokens <= AUTO_SCAN_TOKENS
-    if not done and not auto:
-        _estimate(ctx, clean, corrupt, words, what)
-        if not _run_button(_key("patch_go", args), f"Patch all {n} heads exactly"):
-            st.caption(
-                f"Exact patching: {n} patched runs of the whole model on {tokens} tokens, {pt.batch_size(lm, tokens)} "
-                "per forward pass. Press the button to start (it shows its progress and can be cancelled)."
-            )
-            return
-    if done:
-        r = _scan(ctx, clean, corrupt, words, what)
-    else:
-        bar, progress = _progress()
-        _cancel_button(_key("patch_go", args))
-        r = _scan(ctx, clean, corrupt, words, what, progress)
-        bar.empty()
-    _show(ctx, lm, r, what, clean, corrupt, words)
+    if ("heads", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what) in RESULTS:
+        return _scan(ctx, clean, corrupt, words, what)
+    auto = n <= AUTO_RUNS and s.n_q <= AUTO_SCAN_TOKENS
+    secs = budget.seconds("Patching", s)
+
+    def waiting() -> None:
+        st.caption(
+            f"Exact patching: {n} patched runs of the whole model on {s.n_q} tokens, {pt.batch_size(lm, s.n_q)} per "
+            f"forward pass, {eta(secs)}. Press the button to start (it shows its progress and can be cancelled)."
+        )
+
+    first = None if auto else lambda: _estimate(ctx, clean, corrupt, words, what)  # gone with the controls
+    key = run_key("patch_go", (ctx.config, (clean, corrupt, repr(words)), what, lm.parts[0]))
+    return long_run(key, f"Patch all {n} heads exactly", auto, waiting,
+                    lambda progress: _scan(ctx, clean, corrupt, words, what, progress), secs, before=first)  # fmt: skip
 
 
 def _attribution(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str) -> dict:
@@ -219,7 +230,7 @@ def _path(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, top) -> None:
         from mha_viz.studies.path_patching import path_patch
 
         pair = pt.prepare(model_of(ctx.config), clean, corrupt, **words)
-        bar, progress = _progress()
+        bar, progress = progress_bar()
         rec = pair.recovered(path_patch(pair, (la, h), into, progress))  # [L, G], NaN up to the sender's layer
         bar.empty()
         kv = into in ("k", "v") and lm.n_kv_heads != lm.n_heads
