@@ -1,14 +1,15 @@
 """Notebook API: the dashboard's most used views as Plotly figures, from the same pipeline and figure code.
 
-    import mha_viz.show as show
+    from mha_viz import show
+
     text = "The animal didn't cross the street because it was too tired"
-    show.heads(text, layer=5)                       # every head of layer 5 (a grid)
-    show.head(text, layer=5, head=11)               # one head, every weight
-    show.overview(text)                             # every layer × head
-    show.focus(text, layer=5, token="it")           # where "it" looks, head by head (bars)
-    show.lines(text, layer=5, heads=[11], focus="it")
-    show.steps(text, layer=5, head=11)              # the seven steps, one figure per matrix
-    show.found(text, "it", "animal")                # (layer, head, weight) where "it" looks at "animal" most
+    layer, head, weight = show.found(text, "it", "animal")  # (3, 1, 0.64) on the bundled MiniLM
+    show.heads(text, layer=layer)  # every head of the layer
+    show.head(text, layer=layer, head=head)  # one head, large
+    show.lines(text, layer=layer, heads=[head], focus="it")  # the token-to-token lines
+    show.focus(text, layer=layer, token="it")  # where "it" looks, head by head
+    show.overview(text)  # every layer × head
+    show.steps(text, layer=layer, head=head)  # the seven steps: a list of figures, shown one after another
 
 ``model`` is "" for the bundled MiniLM (default), "smollm2", a Hugging Face id or a folder; a model is loaded
 once per process and device. Bad input raises mha_viz.trace.MhaVizError with a message saying what to do.
@@ -31,10 +32,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mha_viz import figures
-from mha_viz.analysis.referents import specific_head, word
+from mha_viz.analysis.opening import opening_head, opening_pair
+from mha_viz.analysis.referents import word
 from mha_viz.analysis.steps import head_steps, numbered
 from mha_viz.config import MAX_NOTEBOOK_RECORDINGS, Config
-from mha_viz.figures.notebook import offline
+from mha_viz.figures.notebook import Figures, offline
 from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline.road import Recording, layer_trace, load, record
 from mha_viz.studies.sweeps import all_patterns
@@ -106,16 +108,27 @@ def _token_index(labels: Sequence[str], token: str) -> int:
     raise MhaVizError(f"token {str(token)[:40]!r} is not in the text; its tokens are: {shown}")
 
 
-def found(text: str, query: str = "it", key: str = "animal", model: str = "", device: str = "cpu") -> tuple:
-    """(layer, head, weight) of the head the app opens on: where ``query``'s weight on ``key`` stands out most from
-    the other tokens' weight on ``key`` (referents.specific_head; not simply the largest weight, which can be a head
-    where every token looks at ``key``)."""
+def found(text: str, query: str | None = None, key: str | None = None, model: str = "", device: str = "cpu") -> tuple:
+    """(layer, head, weight) of the head the app opens on (analysis.opening, the one rule the app, the Lesson, Lines
+    and the example notebook share): where ``query``'s weight on ``key`` stands out most from the other tokens'
+    weight on ``key`` (not simply the largest weight, which can be a head where every token looks at ``key``).
+    Without ``query`` and ``key`` (or with the words of the app's own pair): the app's pair, "it" → "animal" (the
+    last "it", the nearest "animal" before it). On the bundled MiniLM and the seed sentence: (3, 1, 0.64)."""
     p = patterns(text, model, device)
     lm, rec = _recording(text, model, device)
     part = lm.part(None)
-    q = _token_index(rec.query_tokens(part).labels, query)
-    k = _token_index(rec.key_tokens(part).labels, key)
-    return specific_head(p, q, k)[:3]
+    labels, key_labels = rec.query_tokens(part).labels, rec.key_tokens(part).labels
+    pair = opening_pair(labels, key_labels)
+    asked = (word(query or "it"), word(key or "animal"))
+    given = query is not None or key is not None
+    if pair is None or (given and asked != (word(labels[pair[0]]), word(key_labels[pair[1]]))):
+        pair = _token_index(labels, "it" if query is None else query), _token_index(key_labels, key or "animal")
+    chosen = opening_head(p, *pair)
+    if chosen is None:
+        raise MhaVizError(
+            f"no head gives {key_labels[pair[1]]!r} any weight from {labels[pair[0]]!r} (a mask hides it)"
+        )
+    return chosen[:3]
 
 
 def heads(text: str, layer: int = 0, model: str = "", device: str = "cpu") -> go.Figure:
@@ -155,7 +168,7 @@ def lines(
     model: str = "",
     device: str = "cpu",
 ) -> go.Figure:
-    """Token-to-token lines of some heads (default: the head where "it" looks at "animal" most, else head 0);
+    """Token-to-token lines of some heads (default: the layer's head the app opens, analysis.opening, else head 0);
     with ``focus``, only that query token's lines (the Lines tab)."""
     t = trace(text, layer, model, device)
     p = t.pattern.numpy()  # [h, n_q, n_k]
@@ -174,11 +187,12 @@ def lines(
     return figures.attention_lines(p, t.tokens, t.key_tokens, sel, title)
 
 
-def steps(text: str, layer: int, head: int, model: str = "", device: str = "cpu") -> list[go.Figure]:
-    """One head's computation in the order of the seven steps: one heatmap per matrix (the Step by step tab)."""
+def steps(text: str, layer: int, head: int, model: str = "", device: str = "cpu") -> Figures:
+    """One head's computation in the order of the seven steps: one heatmap per matrix (the Step by step tab), as a
+    list that a notebook shows as the figures one after another."""
     t = trace(text, layer, model, device)
     found_steps = head_steps(t, _head_index(t, head))
-    out = []
+    out = Figures()
     for s, title in zip(found_steps, numbered(found_steps), strict=True):
         rows = t.key_tokens if s.key_rows else t.tokens
         fig = figures.matrix_heatmap(s.z, t.key_tokens if s.keys else None, rows, f"{title}   {s.shape}",

@@ -20,6 +20,18 @@ devtools="dev $(hash_of requirements-dev.txt requirements-ray.txt constraints.tx
 # reused by another clone points at that clone after this step).
 editable="editable $root $(hash_of pyproject.toml)"
 stampfile="$venv/.mha-viz-stamp"
+# One set-up of a venv at a time: app.sh and test.sh started together on a fresh clone would otherwise both install
+# into it at once. The second waits here for the first (flock, util-linux; the kernel drops the lock when the holder
+# exits, so a killed set-up leaves none behind), then finds the venv up to date. Without flock: no lock.
+lockfile="$venv.lock"
+if command -v flock >/dev/null 2>&1; then
+  mkdir -p "$(dirname "$venv")"
+  exec 9>"$lockfile"
+  if ! flock -n 9; then
+    echo "mha-viz: another set-up of $venv is running; waiting for it to finish" >&2
+    flock 9
+  fi
+fi
 # Up to date when the stamp lists the runtime hash, this checkout (and, with --dev, the dev-tools hash too).
 if [ -f "$stampfile" ] && grep -qxF "$runtime" "$stampfile" && grep -qxF "$editable" "$stampfile" \
   && { [ "$dev" = 0 ] || grep -qxF "$devtools" "$stampfile"; }; then

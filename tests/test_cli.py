@@ -20,6 +20,7 @@ from mha_viz.pipeline.road import encode, layer_weights, record
 from mha_viz.trace import AttentionWeights
 
 ROOT = Path(__file__).resolve().parents[1]
+OFFLINE_HEADER = "Models that run here with no network (offline here):"
 FULL = ("x", "q", "k", "v", "scores", "z", "concat", "head_out", "output", "W_Q", "W_K", "W_V", "W_O")
 
 
@@ -242,7 +243,7 @@ def test_models_command(capsys) -> None:
     """Only what the test suite reproduces is listed (mha_viz/models/coverage.json); --all adds the rest, with why."""
     code, out, _ = run(["models"], capsys)
     assert code == 0
-    lines = out.splitlines()
+    lines = out.split(OFFLINE_HEADER)[0].splitlines()  # the architectures; then what runs offline here
     assert "text architectures in transformers" in lines[0] and "supported" in lines[0]
     listed = {ln.split()[0]: ln for ln in lines[2:] if ln.startswith("  ")}
     assert {"bert", "gpt2", "llama", "qwen3", "gemma2", "t5", "bart", "deepseek_v3"} <= set(listed)
@@ -298,3 +299,54 @@ def test_the_cli_honours_the_thread_setting(tmp_path: Path) -> None:
     env["MHA_VIZ_TORCH_THREADS"] = "1"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert done.stdout.strip().splitlines()[-1] == "threads 1", done.stdout[-300:] + done.stderr[-300:]
+
+
+def test_usage_names_the_command_as_it_was_run(tmp_path: Path) -> None:
+    """Issue 35 §3.3: `mha-viz --help` said "usage: python -m mha_viz"; each way of running it names itself."""
+    script = Path(sys.executable).parent / "mha-viz"  # the venv's console script (scripts/setup.sh installs it)
+    assert script.is_file(), f"{script} is missing: run bash scripts/setup.sh"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for argv, name in (([str(script)], "mha-viz"), ([sys.executable, "-m", "mha_viz"], "python -m mha_viz")):
+        done = subprocess.run([*argv, "--help"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith(f"usage: {name} [-h]"), done.stdout[:200]
+        sub = subprocess.run([*argv, "trace", "--help"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                             timeout=60)  # fmt: skip
+        assert sub.stdout.startswith(f"usage: {name} trace "), sub.stdout[:200]
+        bad = subprocess.run([*argv, "trace", "--text", "x", "--heads", "0"], capture_output=True, text=True,
+                             cwd=tmp_path, env=env, timeout=60)  # fmt: skip
+        assert bad.returncode == 2 and bad.stderr.strip().endswith(f"(see {name} trace --help)"), bad.stderr
+
+
+def test_models_says_what_runs_offline_here(t5_dir: str, tmp_path: Path) -> None:
+    """Issue 35 §3.4: no encoder-decoder is bundled (no pip package ships one as safetensors), so `models` says which
+    models run here with no network; a model in the Hugging Face cache does, and it really loads offline."""
+    import shutil
+
+    cache = tmp_path / "hub"
+    snap = cache / "models--tiny--t5" / "snapshots" / ("0" * 40)
+    shutil.copytree(t5_dir, snap)
+    (cache / "models--tiny--t5" / "refs").mkdir()
+    (cache / "models--tiny--t5" / "refs" / "main").write_text("0" * 40)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    rows: dict[str, dict[str, str]] = {}
+    for where in (tmp_path / "empty", cache):
+        done = subprocess.run([sys.executable, "-m", "mha_viz", "models"], capture_output=True, text=True, timeout=300,
+                              env={**env, "HF_HUB_CACHE": str(where)})  # fmt: skip
+        assert done.returncode == 0, done.stderr[-500:]
+        section = done.stdout.split(OFFLINE_HEADER)[1].splitlines()
+        assert "offline here" in section[1]
+        rows[where.name] = {ln[2:40].strip(): ln for ln in section[2:]}
+    bundled = rows["empty"]
+    assert "encoder " in bundled["minilm (all-MiniLM-L6-v2, the default)"]
+    assert " yes " in bundled["minilm (all-MiniLM-L6-v2, the default)"] and " yes " in bundled["smollm2"]
+    assert "SmolLM2-135M-Instruct" in bundled["smollm2"] and "4-bit (Q4_1) GGUF" in bundled["smollm2"]
+    assert "encoder-decoder  no " in bundled["any encoder-decoder (t5-small, ...)"]
+    assert " no " in bundled["any other Hugging Face id"] and "tiny/t5" not in bundled
+    cached = rows["hub"]
+    assert "encoder-decoder  yes" in cached["tiny/t5"] and "in the Hugging Face cache" in cached["tiny/t5"]
+    assert not any(k.startswith("any encoder-decoder") for k in cached)  # one runs offline now
+    trace = [sys.executable, "-m", "mha_viz", "trace", "--model", "tiny/t5", "--text", "The animal was tired",
+             "--target", "Das Tier", "--part", "cross"]  # fmt: skip
+    done = subprocess.run(trace, capture_output=True, text=True, timeout=300, env={**env, "HF_HUB_CACHE": str(cache)},
+                          cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-500:]

@@ -60,6 +60,18 @@ def test_bad_inputs_are_counted_not_dropped(tmp_path: Path, capsys) -> None:
     assert list(rows[0]) == list(corpus.COLUMNS)
 
 
+def test_a_line_over_the_text_limit_or_of_invisible_characters_is_skipped_and_counted(tmp_path: Path, capsys) -> None:
+    """Issue 35 §4.10: a 12,001-character line or one of zero-width characters aborted the whole run."""
+    lines = [TEXTS[0], "a" * 12_001, "\u200b\u200b\u200b", "\u200b \u2060\ufeff", TEXTS[1]]
+    src = tmp_path / "texts.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "heads.csv"
+    assert main(["corpus", "--texts", str(src), "--out", str(out), "--batch", "2"]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert "2 texts" in said and "2 empty, 1 over 12,000 characters" in said, said
+    assert {r["texts"] for r in _read(out)} == {"2"}
+
+
 def test_an_interrupted_run_resumes_to_the_same_file(tmp_path: Path, monkeypatch) -> None:
     src = tmp_path / "texts.txt"
     src.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")

@@ -125,6 +125,22 @@ def test_a_stats_file_is_drawn_and_a_bad_one_is_a_message(minilm, tmp_path) -> N
             read_stats(data if isinstance(data, bytes) else data.encode())
 
 
+def test_a_stats_file_of_a_run_that_scored_no_text_is_refused(minilm, tmp_path) -> None:
+    """Issue 35 §4.11: `texts = 0` and NaN scores (what a run whose every text was skipped writes) were drawn as
+    "prev: 4 (nan%)"; now the page says why the file cannot be shown."""
+    sums = corpus.added(None, corpus.Scorer("", None, "cpu").score([corpus.Item(0, None, "empty")]))
+    path = tmp_path / "heads.csv"
+    corpus.write_table(str(path), sums.table())
+    data = path.read_bytes()
+    assert b",0," in data and b"nan" in data.lower()  # the file as the engine writes it
+    with pytest.raises(MhaVizError, match="texts = 0"):
+        read_stats(data)
+    at = _stats_page(data)
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.error and "texts = 0" in at.error[0].value and "no text was scored" in at.error[0].value
+    assert not specs(at) and not any("nan" in t.value.lower() for t in at.text)
+
+
 def _upload_page(data: bytes | None, **params: str) -> AppTest:
     at = run_app(view="Corpus", corpus_source="a text file (.txt, one text per line)", **params)
     files = None if data is None else ("texts.txt", data, "text/plain")
@@ -137,6 +153,17 @@ def test_an_empty_upload_is_a_message(minilm) -> None:
         assert not at.exception, [e.value for e in at.exception]
         assert at.error and "no text" in at.error[0].value
         assert not specs(at)
+
+
+def test_bad_lines_of_an_upload_are_skipped_and_counted(minilm) -> None:
+    """Issue 35 §4.10: one 12,001-character line, or one of only zero-width characters, aborted the run."""
+    lines = ["The cat sat on the mat.", "a" * 12_001, "\u200b\u200b", "", "A dog ran home, fast."]
+    at = _upload_page("\n".join(lines).encode())
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    said = [c.value for c in at.caption]
+    assert any("3 line(s) skipped: 1 over 12,000 characters, 2 empty" in c for c in said), said
+    assert at.number_input(key="corpus_n").max == 2
+    assert len(specs(at)) == 4  # the maps of the two texts are drawn
 
 
 def test_the_hosted_cap_on_texts_holds(minilm, monkeypatch) -> None:

@@ -66,7 +66,8 @@ class StatsTable:
 
 def read_stats(data: bytes, name: str = "the file") -> StatsTable:
     """A head table written by `mha-viz corpus` (CSV), checked: its columns, one row per head of a full layer × head
-    grid, whole numbers where they belong, shares from 0 to 1, entropies and stds not negative. A file that fails a
+    grid, whole numbers where they belong, at least one text per head, every score a finite number (shares from 0 to
+    1, entropies and stds not negative). A file that fails a
     check raises MhaVizError saying what is wrong and what to do."""
     fix = "Choose a .csv written by `python -m mha_viz corpus --texts FILE --out heads.csv`."
     try:
@@ -104,15 +105,15 @@ def _checked_row(raw: Mapping[str, str | None], where: str, fix: str) -> dict[st
         if not (value.isascii() and value.isdigit() and len(value) < 10):
             raise MhaVizError(f"{where}: {key} must be a whole number ≥ 0, not {value[:20]!r}. {fix}")
         row[key] = int(value)
+    if row["texts"] == 0:  # what a run that scored no text writes: NaN statistics, nothing to draw
+        raise MhaVizError(f"{where}: texts = 0: no text was scored for this head, so it has no statistics (every "
+                          f"text of that run was skipped). {fix}")  # fmt: skip
     for key in (*SCORE_KEYS, *(f"{k}_std" for k in SCORE_KEYS), "label_share"):
         value = (raw.get(key) or "").strip()
         try:
             number = float(value)
         except ValueError:
             raise MhaVizError(f"{where}: {key} must be a number, not {value[:20]!r}. {fix}") from None
-        if row["texts"] == 0 and math.isnan(number):
-            row[key] = number  # a head with no texts has no statistics
-            continue
         hi = 1.0 + SHARE_TOL if key in SHARES or key == "label_share" else math.inf
         lo = -SHARE_TOL
         if not (math.isfinite(number) and lo <= number <= hi):

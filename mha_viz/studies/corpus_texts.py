@@ -6,13 +6,17 @@ from __future__ import annotations
 import csv
 import json
 import os
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from mha_viz.config import MAX_TEXT_CHARS
 from mha_viz.errors import MhaVizError
 
 FORMATS = (".txt", ".jsonl", ".csv", ".parquet")
-SKIP_REASONS = ("empty", "malformed", "over the model's limit")
+TOO_LONG = f"over {MAX_TEXT_CHARS:,} characters"
+SKIP_REASONS = ("empty", "malformed", "over the model's limit", TOO_LONG)
+_INVISIBLE = ("Cc", "Cf", "Zs", "Zl", "Zp")  # control, format (zero-width, BOM, ...) and space characters
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,13 @@ def read_texts(path: str, field_name: str | None = None) -> Iterator[Item]:
 
 
 def text_item(index: int, text: str) -> Item:
-    """One text at ``index``, or an empty one (only whitespace) marked as such."""
-    return Item(index, text) if text.strip() else Item(index, None, "empty")
+    """One text at ``index``, or why it is skipped: "empty" (only spaces, zero-width or other invisible characters),
+    or over MAX_TEXT_CHARS characters (the limit of every text mha-viz reads). Either is counted, never fatal."""
+    if len(text) > MAX_TEXT_CHARS:
+        return Item(index, None, TOO_LONG)
+    if all(c.isspace() or unicodedata.category(c) in _INVISIBLE for c in text):
+        return Item(index, None, "empty")
+    return Item(index, text)
 
 
 def _json_item(index: int, line: str, name: str) -> Item:

@@ -4,14 +4,16 @@ run over the texts, cached per (model, corpus digest, part)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import streamlit as st
 
 from mha_viz.analysis.corpus_stats import StatsTable, read_stats
-from mha_viz.config import MAX_UPLOAD_BYTES, Config, hosted, max_corpus_texts
+from mha_viz.config import MAX_TEXT_CHARS, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, Config, hosted, max_corpus_texts
 from mha_viz.errors import MhaVizError
 from mha_viz.studies.corpus_run import CorpusRun, Progress, bundled_texts, digest, run_corpus
+from mha_viz.studies.corpus_texts import text_item
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.links import check_choice, check_int, plain
 from mha_viz.ui.memo import CACHES, SizedCache
@@ -66,33 +68,38 @@ def choose_corpus() -> Texts | StatsTable | None:
 
 
 def _text_file() -> tuple[list[str], str] | None:
-    upload = st.file_uploader("Texts, one per line (.txt)", type=["txt"], key="corpus_upload")
+    upload = st.file_uploader(
+        "Texts, one per line (.txt)", type=["txt"], key="corpus_upload", max_upload_size=MAX_UPLOAD_MB
+    )
     if upload is None:
         st.info("Choose a .txt file with one text per line (UTF-8).")
         return None
     if upload.size > MAX_UPLOAD_BYTES:
-        st.error(f"That file is over {MAX_UPLOAD_BYTES // 2**20} MB (the upload limit); choose a smaller file, or "
+        st.error(f"That file is over {MAX_UPLOAD_MB} MB (the upload limit); choose a smaller file, or "
                  "score it with the command line: python -m mha_viz corpus --texts FILE --out heads.csv")  # fmt: skip
         return None
     text = upload.getvalue().decode("utf-8", errors="replace")
-    lines = [line.strip() for line in text.splitlines()]
-    kept = [line for line in lines if line]
+    items = [text_item(i, line.strip()) for i, line in enumerate(text.splitlines())]
+    kept = [item.text for item in items if item.text is not None]
     if not kept:
-        st.error("That file has no text in it (it is empty or holds only blank lines). Choose a .txt file with one "
-                 "text per line.")  # fmt: skip
+        st.error("That file has no text in it (it is empty or holds only blank lines, invisible characters or lines "
+                 f"over {MAX_TEXT_CHARS:,} characters). Choose a .txt file with one text per line.")  # fmt: skip
         return None
-    if len(kept) < len(lines):
-        st.caption(f"{len(lines) - len(kept):,} blank line(s) skipped.")
+    why = Counter(item.problem for item in items if item.text is None)
+    if why:
+        st.caption(f"{sum(why.values()):,} line(s) skipped: " + ", ".join(f"{n:,} {w}" for w, n in why.items()) + ".")
     return kept, "your file"
 
 
 def _stats_file() -> StatsTable | None:
-    upload = st.file_uploader("Stats file written by mha-viz corpus (.csv)", type=["csv"], key="corpus_stats")
+    upload = st.file_uploader(
+        "Stats file written by mha-viz corpus (.csv)", type=["csv"], key="corpus_stats", max_upload_size=MAX_UPLOAD_MB
+    )
     if upload is None:
         st.info("Choose the .csv that `python -m mha_viz corpus --texts FILE --out heads.csv` wrote.")
         return None
     if upload.size > MAX_UPLOAD_BYTES:
-        st.error(f"That file is over {MAX_UPLOAD_BYTES // 2**20} MB (the upload limit); choose a smaller file.")
+        st.error(f"That file is over {MAX_UPLOAD_MB} MB (the upload limit); choose a smaller file.")
         return None
     try:
         return read_stats(upload.getvalue(), "That file")

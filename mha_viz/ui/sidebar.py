@@ -16,7 +16,7 @@ from mha_viz.config import (
     PART_NAMES,
     Config,
 )
-from mha_viz.models.sources import allowed_models
+from mha_viz.models.sources import SMOLLM2_ABOUT, allowed_models
 from mha_viz.ui.links import (  # noqa: F401 (re-exported for the views)
     IGNORED,
     check_bool,
@@ -49,7 +49,8 @@ SOURCES = {  # labels go in URLs
 }
 SOURCE_NOTES = {
     "bundled": "Encoder (BERT): 6 layers × 12 heads, d_model 384, offline.",
-    "smollm2": "Decoder (LLaMA): 30 layers × 9 query heads sharing 3 K/V heads, rotary positions, d_model 576.",
+    "smollm2": f"{SMOLLM2_ABOUT}. Decoder (LLaMA): 30 layers × 9 query heads sharing 3 K/V heads, rotary positions, "
+    "d_model 576, offline.",
 }
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
 # the navigation (VIEW_GROUPS, VIEWS, GROUP_OF) comes from the one registry of views: mha_viz/ui/registry.py
@@ -106,7 +107,7 @@ def model_box_text() -> tuple[str, str, str]:
         "e.g. bert-base-uncased, gpt2, Qwen/Qwen2.5-0.5B, t5-small, /path/to/folder",
         "Any model whose attention goes through transformers' attention interface: BERT, RoBERTa, GPT-2, "
         "LLaMA, Mistral, Qwen, Gemma, Phi-3, BART, T5, ... (`python -m mha_viz models` lists them); "
-        "'smollm2' for the optional offline SmolLM2 extra. Press Enter.",
+        "'smollm2' for the bundled SmolLM2-135M-Instruct (dequantised from a 4-bit GGUF). Press Enter.",
     )
 
 
