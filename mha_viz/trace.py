@@ -294,6 +294,14 @@ class AttentionTrace:
         if not self.key_tokens:
             object.__setattr__(self, "key_tokens", self.tokens)
 
+    def __repr__(self) -> str:
+        """One line (a notebook cell ending in a trace shows this, not every tensor's numbers)."""
+        shapes = ", ".join(f"{n} {list(getattr(self, n).shape)}" for n in ("q", "k", "pattern", "output"))
+        return (
+            f"AttentionTrace({self.part}, {self.n_heads} heads, {self.n_tokens} queries × {len(self.key_tokens)} keys; "
+            f"{shapes}; .tensors() for every intermediate)"
+        )
+
     TENSOR_NAMES = ("x", "q", "k", "v", "scores", "pattern", "z", "concat", "head_out", "output")
 
     @property

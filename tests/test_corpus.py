@@ -72,6 +72,17 @@ def test_a_line_over_the_text_limit_or_of_invisible_characters_is_skipped_and_co
     assert {r["texts"] for r in _read(out)} == {"2"}
 
 
+def test_a_corpus_with_no_scorable_text_writes_no_table(tmp_path: Path, capsys) -> None:
+    """Issue 35 §4.11: a run whose every line was skipped wrote a table of texts=0 and NaN scores."""
+    src = tmp_path / "texts.txt"
+    src.write_text("\u200b\u200b\n" + "a" * 12_001 + "\n", encoding="utf-8")
+    out = tmp_path / "heads.csv"
+    assert main(["corpus", "--texts", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no text that could be scored" in err and "1 empty" in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
 def test_an_interrupted_run_resumes_to_the_same_file(tmp_path: Path, monkeypatch) -> None:
     src = tmp_path / "texts.txt"
     src.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")

@@ -181,3 +181,11 @@ def test_export_cli_bad_input_is_one_line(args, words, capsys, tmp_path, monkeyp
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_trace_ending_a_notebook_cell_is_one_line(reference):
+    """Issue 35 §3.1: show.trace's result printed every tensor (a 53,532-character repr) as a cell's last line."""
+    t = reference[1][LAYER]
+    text = repr(t)
+    assert "\n" not in text and len(text) < 300
+    assert f"{t.n_heads} heads" in text and str(list(t.pattern.shape)) in text

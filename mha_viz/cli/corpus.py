@@ -92,12 +92,12 @@ def command(args: argparse.Namespace) -> None:
         sums = run_ray(args.model, args.part, device, work, sums, done, args.workers, args.address, options)
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    if sums is None:
-        raise MhaVizError(f"{args.texts} has no texts")
+    skipped = ", ".join(f"{n} {why}" for why, n in (sums.skipped.items() if sums else ()) if n) or "none"
+    if sums is None or sums.texts == 0:  # a table of no text would hold NaN scores (issue 35 §4.11)
+        raise MhaVizError(f"{args.texts} has no text that could be scored (skipped: {skipped}); nothing written")
     corpus.write_table(args.out, sums.table())
     if os.path.exists(corpus.checkpoint_path(args.out)):
         os.remove(corpus.checkpoint_path(args.out))
-    skipped = ", ".join(f"{n} {why}" for why, n in sums.skipped.items() if n) or "none"
     again = f" (resumed after {resumed} inputs)" if resumed else ""
     print(f"wrote {args.out}: {sums.texts} texts, {sums.tokens} tokens, {time.perf_counter() - t0:.1f} s{again}; "
           f"skipped: {skipped}")  # fmt: skip
