@@ -11,6 +11,7 @@ from test_app import array, assert_clean, heatmaps, run_app, specs
 
 from conftest import SENTENCE, random_weights
 from mha_viz.analysis.lesson import default_head, mask_kind, wo_origin
+from mha_viz.analysis.opening import layer_opening
 from mha_viz.attention import compute_trace, loop_attention
 from mha_viz.config import Config
 from mha_viz.pipeline.road import layer_input, layer_trace, layer_weights, record, traces
@@ -51,9 +52,25 @@ def test_default_head_prefers_it_to_animal() -> None:
     head, why = default_head(pattern, pieces, pieces)
     assert head == 2 and "animal" in why
     no_it = [p if p != "It" else "she" for p in pieces]
-    assert default_head(pattern, no_it, no_it)[0] == 1  # then token 1 is the query
+    assert default_head(pattern, no_it, no_it)[0] == 2  # the app's pair: the last pronoun, the word after "the"
     no_animal = [p if p != "animal" else "cat" for p in pieces]
-    assert default_head(pattern, no_animal, no_animal)[0] == 0
+    head, why = default_head(pattern, no_animal, no_animal)
+    assert head == 2 and "“cat”" in why
+    no_pronoun = [p if p != "It" else "now" for p in pieces]
+    assert default_head(pattern, no_pronoun, no_pronoun)[0] == 0
+
+
+def test_default_head_is_the_apps_rule_not_the_largest_weight() -> None:
+    """Issue 35 §3.2: one opening rule. A head where every token looks at "animal" has the largest weight from "it"
+    but is not the head the app (analysis.opening) opens on; the Lesson and Lines opened it."""
+    from mha_viz.figures import strongest_head
+
+    pieces = ["[CLS]", "the", "animal", "was", "tired", "it", "[SEP]"]
+    pattern = np.full((3, 7, 7), 0.1)
+    pattern[0, :, 2] = 0.7  # head 0: every token looks at "animal" (the largest weight, 0.7, from "it" too)
+    pattern[1, 5, 2] = 0.5  # head 1: only "it" does
+    assert layer_opening(pattern, pieces, pieces) == 1
+    assert default_head(pattern, pieces, pieces)[0] == strongest_head(pattern, pieces, pieces) == 1
 
 
 def test_mask_kind_names_each_mask() -> None:
@@ -232,8 +249,32 @@ def test_lesson_default_head_follows_the_layer(minilm) -> None:
     assert_clean(at)
     _, _, (t,) = traces(Config(), SENTENCE, layers=[4], lm=minilm)
     labels = list(t.tokens)
-    expected = int(np.argmax(t.pattern[:, labels.index("it"), labels.index("animal")].numpy()))
+    expected = layer_opening(t.pattern.numpy(), labels, labels)  # the one opening rule, inside layer 4
+    assert expected == 11  # (the largest weight from "it" to "animal" is head 3's: not what the app opens)
     assert at.selectbox(key="lesson_head").value == expected
+
+
+def test_every_surface_opens_on_the_same_head(minilm) -> None:
+    """Issue 35 §3.2: the app's opened head (Heads), the Lesson, Lines and the notebook API agree (analysis.opening);
+    the example notebook's head is checked in test_notebook."""
+    from mha_viz import show
+
+    layer, head, _ = show.found(SENTENCE)
+    assert (layer, head) == (3, 1)
+    at = run_app(view="Heads")
+    assert_clean(at)
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head)
+    lesson = run_app(view="Lesson")
+    assert (lesson.selectbox(key="layer").value, lesson.selectbox(key="lesson_head").value) == (layer, head)
+    lines = run_app(view="Lines")
+    assert (lines.selectbox(key="layer").value, lines.multiselect(key="lines_heads").value) == (layer, [head])
+    assert show.lines(SENTENCE, layer).layout.title.text.startswith(f"Layer {layer}, head {head}:")
+    for other in range(6):  # inside any layer, the Lesson and Lines open the rule's head
+        t = show.trace(SENTENCE, other)
+        labels = list(t.tokens)
+        want = layer_opening(t.pattern.numpy(), labels, labels)
+        assert default_head(t.pattern.numpy(), labels, labels)[0] == want
+        assert show.lines(SENTENCE, other).layout.title.text.startswith(f"Layer {other}, head {want}:")
 
 
 # --- the W^O tab --------------------------------------------------------------------------------------
@@ -258,6 +299,40 @@ def test_wo_view_draws_wo_and_the_identity_check(minilm) -> None:
     assert _z(check, 2).max() < 1e-5
 
 
+@pytest.mark.parametrize(
+    ("mode", "pick", "expected"),
+    [
+        ("identity", {}, lambda wo: np.eye(384)),
+        ("ablate", {"ablate": [1, 4]}, lambda wo: np.concatenate([wo[j] * (j not in (1, 4)) for j in range(12)])),
+        (
+            "scale",
+            {"scale_head": 2, "scale_factor": 0.5},
+            lambda wo: np.concatenate([wo[j] * (0.5 if j == 2 else 1) for j in range(12)]),
+        ),
+    ],
+)
+def test_wo_view_draws_the_wo_in_use_and_says_what_the_change_means(mode: str, pick: dict, expected, minilm) -> None:
+    """Issue 35 §2.6: before, the W^O picture stayed the learned matrix whatever the mode; now the learned one is
+    beside the W^O in use (pooled as the view pools it), and one line says what the output change means."""
+    from mha_viz.figures.lesson import wo_heatmap
+
+    at = run_app(view="W^O", layer="3")
+    at.radio(key="wo_mode").set_value(mode).run()
+    for key, value in pick.items():
+        (at.multiselect if key == "ablate" else at.selectbox if key == "scale_head" else at.slider)(key=key).set_value(
+            value
+        ).run()
+    assert_clean(at)
+    t, _, _ = _minilm_layer(minilm, 3)
+    learned, in_use = specs(at)[:2]
+    want = expected(t.W_O.double().numpy()).reshape(12, 32, 384)
+    np.testing.assert_allclose(_z(in_use), np.asarray(wo_heatmap(want, "")[0].data[0].z), atol=1e-6)
+    np.testing.assert_allclose(_z(learned), np.asarray(wo_heatmap(t.W_O.numpy(), "")[0].data[0].z), atol=1e-6)
+    assert "W^O in use" in in_use["layout"]["title"]["text"] and "learned" in learned["layout"]["title"]["text"]
+    meaning = [c.value for c in at.caption if c.value.startswith("What the change means")]
+    assert len(meaning) == 1 and "Relative change 0: the same output" in meaning[0]
+
+
 def test_own_weights_are_not_called_learned() -> None:
     at = run_app(view="W^O", src="Own weights", d_model="64", own_heads="4", seed="7")
     assert_clean(at)
@@ -266,7 +341,7 @@ def test_own_weights_are_not_called_learned() -> None:
     assert "the learned W^O decides" not in intro
     title = specs(at)[0]["layout"]["title"]["text"]
     assert "not learned" in title and "(learned)" not in title
-    names = [a["text"] for a in specs(at)[1]["layout"]["annotations"]]
+    names = [a["text"] for a in specs(at)[2]["layout"]["annotations"]]
     assert any("original W^O" in nm for nm in names) and not any("learned" in nm for nm in names)
     at = open_all(run_app(view="Lesson", src="Own weights", d_model="64", own_heads="4", init="identity"))
     step7 = next(m.value for m in at.markdown if m.value.startswith("Head "))
@@ -320,3 +395,28 @@ def test_large_pictures_are_block_means_that_say_so() -> None:
     fig = comparison(left, right, ("a", "b"), [str(i) for i in range(400)], "claim")
     assert "block means" in fig.layout.title.text and fig.layout.annotations[2].text == "|difference|, max 1.00e-03"
     assert np.asarray(fig.data[0].z).shape == (200, 192)
+
+
+def test_first_screen_map_is_the_largest_picture_and_names_the_head_it_draws(minilm) -> None:
+    """Issue 35 §2.8 and §2.3: the first screen's map had two fifths of the width (about 145 px of plot at 1280 px)
+    beside three fifths of words; and after switching to own weights the Lesson drew head 0 under "This layer's own
+    first choice: head 2 …". Now the map's column is the wider one, and the caption names the head drawn."""
+    at = run_app(view="Lesson")
+    assert_clean(at)
+    columns = list(at.columns)
+    k = next(j for j, c in enumerate(columns) if c.get("plotly_chart"))  # the column that holds the first map
+    words, first = columns[k - 1], columns[k]  # the intro's words beside it
+    assert words.get("markdown") and first.proto.weight >= 0.6 > words.proto.weight
+    assert specs(at)[0]["layout"]["height"] >= 440
+    at.sidebar.radio(key="src").set_value("own").run()  # own weights: the opened head becomes head 0
+    assert_clean(at)
+    shown = at.selectbox(key="lesson_head").value
+    caption = next(
+        c.value.replace("\\", "") for c in at.caption if "Opened first" in c.value or c.value.startswith("Shown")
+    )
+    title = specs(at)[0]["layout"]["title"]["text"]
+    assert title.startswith(f"Head {shown}:")
+    if "Opened first" not in caption:  # the layer's own first choice is another head: said as such
+        assert caption.startswith(f"Shown: head {shown}, the opened head") and "would be head" in caption
+    else:
+        assert f"head {shown}" in caption.split(":")[1]

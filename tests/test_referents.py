@@ -224,10 +224,18 @@ def test_app_link_layer_and_head_win(minilm, minilm_two) -> None:
 
 
 def test_app_two_sentences_ranking(minilm, minilm_two) -> None:
+    from mha_viz.analysis.moves import destinations, rank_switch, switched_weight
+
     (la, pa), (lb, pb) = minilm_two
-    r = referent_shift(pa, pb, la.index("it"), lb.index("it"), align_tokens(la, lb),
-                       (la.index("animal"), la.index("street")), (lb.index("animal"), lb.index("street")))  # fmt: skip
-    top = rank_heads(r["moved"], 3)
+    pairs = align_tokens(la, lb)
+    sinks = np.asarray([la[i] in ("[CLS]", "[SEP]") for i, _ in pairs])
+    slots = ([i for i, _ in pairs].index(la.index("animal")), [i for i, _ in pairs].index(la.index("street")))
+
+    def ranking(p1: np.ndarray, p2: np.ndarray) -> list[tuple[int, int, float]]:
+        a, b = destinations(p1[:, :, la.index("it")], p2[:, :, lb.index("it")], pairs, slots, sinks)
+        return rank_switch(switched_weight(a, b), 3)  # ranked by what moved from "animal" to "street"
+
+    top = ranking(pa, pb)
     at = run_app(view="Two sentences")
     clean(at)
     assert (at.selectbox(key="two_c1").value, at.selectbox(key="two_c2").value) == ("animal", "street")
@@ -242,7 +250,8 @@ def test_app_two_sentences_ranking(minilm, minilm_two) -> None:
     clean(at)
     assert at.sidebar.text_area(key="text").value == WIDE and at.text_input(key="text_b").value == SENTENCE
     first = next(m.value for m in at.markdown if m.value.startswith("1. "))
-    assert first.startswith(f"1. layer {top[0][0]}, head {top[0][1]}: moved -{top[0][2]:.3f}")
+    back = ranking(pb, pa)  # swapped: what moved from "animal" to "street" going from "wide" to "tired"
+    assert first.startswith(f"1. layer {back[0][0]}, head {back[0][1]}: moved {back[0][2]:+.3f}")
 
 
 def test_app_where_defaults_and_opened_head(minilm, minilm_two) -> None:

@@ -3,7 +3,7 @@
 
     build_steps(trace, head, ...) -> [Step 1 … Step 7]   each with its real matrices (the trace's)
     (the two claims, loop == one big matrix and h = 1 with W^O = I == plain attention: mha_viz/studies/claims.py)
-    default_head(pattern, queries, keys) -> int           the head shown first ("it" → "animal")
+    default_head(pattern, queries, keys) -> (int, str)    the head shown first (analysis.opening's rule)
     focus_row(queries) -> int | None                      the row marked in the matrices ("it")
 """
 
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.analysis.opening import layer_opening, opening_pair
+from mha_viz.analysis.referents import specific_head
 from mha_viz.analysis.steps import Step as MatrixStep
 from mha_viz.analysis.steps import head_steps, latent_cache, scale_title
 from mha_viz.trace import AttentionTrace, AttentionWeights
@@ -50,29 +52,25 @@ class Step:
 
 
 # --- the default head ----------------------------------------------------------------------------------
-def _find(pieces: Sequence[str], word: str) -> int | None:
-    low = [p.strip().lower() for p in pieces]
-    return low.index(word) if word in low else None
-
-
 def focus_row(queries: Sequence[str]) -> int | None:
-    """The query row the lesson marks in its matrices: the first "it" (the row default_head reads), else None."""
-    return _find(queries, "it")
+    """The query row the lesson marks in its matrices: the row default_head reads ("it"), else None."""
+    pair = opening_pair(queries)
+    return None if pair is None else pair[0]
 
 
 def default_head(pattern: np.ndarray, queries: Sequence[str], keys: Sequence[str]) -> tuple[int, str]:
-    """The head to show first, and why: the head whose weight from "it" (else token 1) to "animal" is largest;
-    head 0 when the keys have no "animal". ``queries``/``keys`` are the readable pieces (case ignored).
+    """The head to show first, and why: analysis.opening's rule inside this layer (the head where "it"'s weight
+    on "animal" stands out most from the other tokens' weight on "animal", as the app and the notebook open);
+    head 0 when the text has no such pair. ``queries``/``keys`` are the readable pieces (case ignored).
     Shapes: pattern [h, n_q, n_k]."""
-    k = _find(keys, "animal")
-    if k is None or pattern.shape[0] == 0:
-        return 0, "head 0 (this text has no “animal” to look for)"
-    q = _find(queries, "it")
-    q = q if q is not None else min(1, pattern.shape[1] - 1)
-    head = int(np.argmax(pattern[:, q, k]))
+    head = layer_opening(pattern, queries, keys)
+    if head is None:
+        return 0, "head 0 (this text has no “it” → “animal” pair to look for)"
+    q, k = opening_pair(queries, keys)  # type: ignore[misc]  (layer_opening found it)
+    _, _, weight, others, _ = specific_head(np.asarray(pattern)[None], q, k)
     return head, (
-        f"head {head}: of all heads of this layer it gives the most weight from “{queries[q].strip()}” to "
-        f"“{keys[k].strip()}” ({float(pattern[head, q, k]):.3f})"
+        f"head {head}: of this layer's heads, the one where “{queries[q].strip()}” attends to “{keys[k].strip()}” "
+        f"({weight:.2f}) most unlike the other tokens ({others:.2f} on average)"
     )
 
 
@@ -253,7 +251,7 @@ def build_steps(
     )
 
     # 6. softmax
-    dead = " Rows with every key masked are all zeros." if t.any_dead_rows else ""
+    dead = " A row with every key masked spreads evenly over all keys (eager softmax)." if t.any_dead_rows else ""
     steps.append(
         Step(
             6,

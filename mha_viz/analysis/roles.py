@@ -3,7 +3,8 @@
 Most heads of most models park much of their weight on position 0 (the first-token "attention sink",
 Xiao et al. 2023), whatever else they do. So every score but ``first`` and ``entropy`` is a share of the
 attention that is left after position 0 is taken out, and a head is called a first-token sink only when
-what is left does none of the other things.
+what is left does none of the other things. ROLE_RULES states every score exactly (which queries and keys each
+one counts, how it is weighted), enough to recompute them; the app, the CLI and the README give that text.
 
 Shapes: a pattern stack is [n_heads, query_pos, key_pos] (self-attention, so query_pos == key_pos).
 """
@@ -24,14 +25,20 @@ REPEAT_THRESHOLD = 3  # duplicate-token / induction labels need at least this ma
 SCORE_KEYS = ("prev", "next", "self", "first", "dup", "induction", "special", "punct", "entropy", "spread")
 FIRST_TOKEN_SINK = "first-token sink"
 ROLE_RULES = (
-    "scores are averaged over the query tokens after the first; first = share of the attention on position 0 "
-    "(the sink); every other score except entropy is a share of the attention left without position 0: the "
-    "weight on the chosen keys summed over the query tokens, divided by their total non-sink weight (a query "
-    "that sees a single non-sink key is left out: it has no choice). prev / next / self = weight on the "
-    "previous / next / same token; dup = weight on earlier copies of the query's own token id, over the queries "
-    "that have one; induction = weight on the token right after an earlier copy of the query's token, over the "
-    "queries that have one; special / punct = weight on special / punctuation-only tokens; spread = non-sink "
-    "row entropy ÷ ln(number of non-sink keys the row sees); entropy = mean row entropy in nats. "
+    "each head's [n × n] pattern p (query i, key j, positions 0 … n−1) is causal when every weight above the "
+    "diagonal is 0: then query i sees keys 0 … i, else all n keys. first = mean of p[i, 0] over the queries "
+    "i = 1 … n−1 (position 0 is the sink). entropy = mean over every query, query 0 included, of the row "
+    "entropy −Σⱼ p[i, j] ln p[i, j] in nats. Every other score leaves out query 0 and key 0: m(i) = Σ over keys "
+    "j ≥ 1 of p[i, j] is query i's non-sink weight, and a query that sees fewer than 2 keys j ≥ 1 is left out "
+    "(it has no choice; query 1 of a causal pattern). A share = Σ over its queries of their weight on its keys ÷ "
+    "Σ over the same queries of m(i) (0 when that sum is 0), where: prev = key i − 1, over the queries that have "
+    "a previous non-sink token (i ≥ 2); next = key i + 1, over the queries that have a next token (i ≤ n − 2); "
+    "self = key i, over every query; special / punct = the special / punctuation-only tokens at positions ≥ 1, "
+    "over every query; dup = the keys 1 ≤ j < i with the query's own token id, over the queries that have one; "
+    "induction = the keys 1 ≤ j < i right after an earlier copy of the query's token (id[j − 1] = id[i]), over "
+    "the queries that have one. spread = Σ m(i) · s(i) ÷ Σ m(i) over every query, weighted by its non-sink "
+    "weight, where s(i) = the entropy of the row p[i, j ≥ 1] rescaled to sum to 1, ÷ ln(the number of keys "
+    "j ≥ 1 query i sees). "
     f"Labels, first rule that holds wins: induction: induction > {ROLE_THRESHOLD}; duplicate token: dup > "
     f"{ROLE_THRESHOLD} (both need at least {REPEAT_THRESHOLD} queries with a repeat); previous token: prev > "
     f"{ROLE_THRESHOLD}; next token: next > {ROLE_THRESHOLD}; self: self > {ROLE_THRESHOLD}; <token> sink: "

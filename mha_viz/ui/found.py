@@ -1,9 +1,10 @@
 """The head the app opens on: where "it"'s weight on "animal" stands out most from the other tokens' weight on
-"animal" (referents.specific_head), for pretrained self-attention; None where there is no such default (own
-weights, cross-attention, a text without a pronoun and an article before it, or a model too large to look at
-every layer). A head where every token gives "animal" much weight (MiniLM's layer 5, head 11: 0.08–0.82) has the
-largest weight but says nothing about "it"; the caption names it and says so. Only the referent's column of each
-layer is kept (ui.cache.get_focus_column), never every layer's whole pattern."""
+"animal" (analysis.opening: the rule the Lesson, Lines and the notebook API share), for pretrained self-attention;
+None where there is no such default (own weights, cross-attention, a text without a pronoun and an article before
+it, or a model too large to look at every layer). A head where every token gives "animal" much weight (MiniLM's
+layer 5, head 11: 0.08–0.82) has the largest weight but says nothing about "it"; the caption names it and says so.
+Only the referent's column of each layer is kept (ui.cache.get_focus_column), never every layer's whole
+pattern."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_viz.analysis.referents import default_pair, focus_head, specific_head
+from mha_viz.analysis.opening import opening_head, opening_pair
+from mha_viz.analysis.referents import focus_head
 from mha_viz.config import Config
 from mha_viz.pipeline.road import encode
 from mha_viz.trace import MhaVizError
@@ -65,7 +67,7 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
         part = lm.part(part)
         tokens, target_tokens = encode(lm, text, target)  # the recording's query tokens, without the recording
         labels = (tokens if part == "encoder" or target_tokens is None else target_tokens).labels
-        pair = default_pair(labels)
+        pair = opening_pair(labels)  # the one opening rule (analysis.opening), as the Lesson, Lines and show use
         if pair is None:
             return None
         q, k = pair
@@ -75,7 +77,7 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
             queries = (q, *sorted(set(sample.tolist()) - {q}))
             q = 0
         column = get_focus_column(config, text, target, part, k, queries)  # [L, H, rows] = patterns[:, :, rows, k]
-        layer, head, weight, others, others_max = specific_head(column[:, :, :, None], q, 0)
+        chosen = opening_head(column[:, :, :, None], q, 0)
         top = focus_head(column[:, :, :, None], q, 0)
     except MhaVizError as exc:  # an empty text, a budget: the page says so elsewhere
         log.info("no found head: %s", exc)
@@ -83,8 +85,9 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
     except Exception:
         log.exception("finding the default head failed")
         return None
-    if not weight > 0:  # e.g. a causal mask hides the key from the query
+    if chosen is None:  # e.g. a causal mask hides the key from the query
         return None
+    layer, head, weight, others, others_max = chosen
     strongest = None
     if top[:2] != (layer, head):
         rest = [column[top[0], top[1], i] for i in range(column.shape[2]) if i != q]  # the same rows

@@ -27,14 +27,15 @@ def _on_cell_click() -> None:
 def roles_view(ctx: Ctx) -> None:
     rows = get_roles(ctx.config, ctx.c.text, ctx.target, ctx.part)
     st.markdown(
-        "Scores per head (Clark et al. 2019, Voita et al. 2019, Olsson et al. 2022), averaged over the query "
-        "tokens. **first** = weight on position 0, where most heads park much of their attention (the sink); "
-        "the other scores are shares of what is left without it: **prev** / **next** / **self** = previous / "
-        "next / same token; **dup** = earlier copies of the same token; **induction** = the token right after an "
-        "earlier copy; **special** / **punct** = special / punctuation-only tokens; **spread** = how evenly the "
-        "rest is spread (1 = uniform); **entropy** = row entropy in nats. Click a cell to open that head."
+        "Scores per head (Clark et al. 2019, Voita et al. 2019, Olsson et al. 2022), over the query tokens. "
+        "**first** = weight on position 0, where most heads park much of their attention (the sink); the other "
+        "scores are shares of what is left without it: **prev** / **next** / **self** = previous / next / same "
+        "token; **dup** = earlier copies of the same token; **induction** = the token right after an earlier "
+        "copy; **special** / **punct** = special / punctuation-only tokens; **spread** = how evenly the rest is "
+        "spread (1 = uniform); **entropy** = row entropy in nats. Which queries and keys each score counts, "
+        "exactly (enough to recompute every number): “Rules”. Click a cell to open that head."
     )
-    with st.expander("Label rules"):
+    with st.expander("Rules: every score and label, exactly"):
         st.caption(f"{ROLE_RULES}.")
     L = max(r["layer"] for r in rows) + 1
     H = max(r["head"] for r in rows) + 1

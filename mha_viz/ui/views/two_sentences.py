@@ -3,39 +3,35 @@ from one candidate referent ("animal") to another ("street"); see referents.refe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis.patterns import focus_shift
+from mha_viz.analysis.moves import destinations, rank_switch, switched_weight
+from mha_viz.analysis.referent_pick import attended_candidates, pronoun_focus
 from mha_viz.analysis.referents import (
     default_candidates,
     differing_words,
     focus_default,
     occurrences,
-    rank_heads,
     referent_shift,
     replace_word,
     second_sentence,
     shared_pairs,
-    shared_weights,
+    word,
 )
-from mha_viz.config import WINDOW_ROWS
-from mha_viz.figures import matrix_heatmap, paired_bars
-from mha_viz.ui.cache import get_trace, recording_of, tokens_of
+from mha_viz.ui.cache import recording_of, tokens_of
 from mha_viz.ui.cache_rows import get_focus_rows
 from mha_viz.ui.choices import forget, map_click, valid_choice
-from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
+from mha_viz.ui.common import layer_head_map
 from mha_viz.ui.context import Ctx, needs_pretrained
 from mha_viz.ui.opened import set_linked
 from mha_viz.ui.sidebar import check_text, plain
+from mha_viz.ui.views.two_head import shown_head, verdict
 
 SECOND_TEXT = "The animal didn't cross the street because it was too wide"
 LAST = "the last token (each sentence's own)"
 SHOWN = ("two_layer", "two_head")
 TOP_MOVED = 5
-FULL_WIDTH = 820  # px: the main column at a 1280 px page (long texts' patterns use all of it)
 NOTE = "_two_note"  # session_state: what the "replace word" button could not do
 
 
@@ -54,14 +50,6 @@ def _build() -> None:
         st.session_state[NOTE] = f"“{old}” is not a word of the first sentence, or “{new}” is not one word."
     else:
         st.session_state["text_b"] = out
-
-
-def _listing(words: list[str], most: int = 12) -> str:
-    """Up to ``most`` words, then how many more ("–" for none)."""
-    if not words:
-        return "–"
-    more = f" … and {len(words) - most} more" if len(words) > most else ""
-    return " ".join(words[:most]) + more
 
 
 def _show(layer: int, head: int) -> None:
@@ -154,8 +142,9 @@ def two_view(ctx: Ctx) -> None:
     else:
         choices = dict(where)
         found = focus_default(shared, None if changed == len(pairs) else changed)
+        found = found or pronoun_focus(shared, None if changed == len(pairs) else changed)
         default = shared[found[0]] if found else shared[0]
-        why = "" if found else f"The text has no “it” both sentences share: the focus is “{shared[0]}”."
+        why = "" if found else f"The text has no pronoun both sentences share: the focus is “{shared[0]}”."
     if ctx.base.causal and not cross:
         same = changed  # tokens before the first difference see the same prefix in both sentences
         st.info(
@@ -185,7 +174,7 @@ def two_view(ctx: Ctx) -> None:
     words = [n for n, (i, _) in enumerate(pairs) if not ctx.key_special[i] and shared[n] != focus]  # shared words
     near = None if cross else where.get(focus, (None,))[0]
     near_slot = next((n for n, (i, _) in enumerate(pairs) if i == near), None)
-    found_c = default_candidates(shared, near_slot)
+    found_c, why_c = _candidates(ctx, shared, pairs, (qa, focus), near_slot)
     found_c = found_c or ((words[0], words[1]) if len(words) > 1 else (0, min(1, len(shared) - 1)))
     valid_choice("two_c1", shared, shared[found_c[0]])
     valid_choice("two_c2", shared, shared[found_c[1]])
@@ -193,6 +182,8 @@ def two_view(ctx: Ctx) -> None:
                            on_change=_forget_shown)  # fmt: skip
     c2 = cols[2].selectbox("Candidate 2 (weight goes to it)", shared, key="two_c2", bind="query-params",
                            on_change=_forget_shown)  # fmt: skip
+    if why_c and (c1, c2) == (shared[found_c[0]], shared[found_c[1]]):
+        st.caption(plain(why_c))
     if c1 == c2:
         st.info("Choose two different candidate referents.")
         return
@@ -201,106 +192,50 @@ def two_view(ctx: Ctx) -> None:
     pb = get_focus_rows(ctx.config, text_b, ctx.target, ctx.part, qb)[:, :, None]
     cands = (where[c1], where[c2])
     r = referent_shift(pa, pb, 0, 0, pairs, (cands[0][0], cands[1][0]), (cands[0][1], cands[1][1]))
+    slot = {p: n for n, p in enumerate(pairs)}
+    sinks = np.asarray([bool(ctx.key_special[i]) or i == 0 for i, _ in pairs])  # special tokens, position 0
+    r["dest_a"], r["dest_b"] = destinations(pa[:, :, 0], pb[:, :, 0], pairs, (slot[cands[0]], slot[cands[1]]), sinks)
+    r["switched"] = switched_weight(r["dest_a"], r["dest_b"])
+    r["keys"] = np.asarray([cands[0][0], cands[1][0]])  # the referents' positions in the first text
     f, n1, n2 = plain(focus), plain(c1), plain(c2)
     st.markdown(
         f"**Moved weight** of a head: take the row of “{f}” in each sentence, keep only the {len(pairs)} keys "
         "both sentences share and rescale them to sum to 1, so weight on the words only one sentence has (the "
-        f"swapped word itself) does not count: w₁(key), w₂(key). **Moved** = (w₂({n2}) − w₁({n2})) − "
-        f"(w₂({n1}) − w₁({n1})). Positive: from the first sentence to the second, “{f}” turns from “{n1}” towards "
-        f"“{n2}”; negative: the other way. Heads are ranked by the size of the move, |moved|."
+        f"swapped word itself) does not count: w₁(key), w₂(key). **Moved** = what “{n2}” gained, at most what "
+        f"“{n1}” lost: min(w₂({n2}) − w₁({n2}), w₁({n1}) − w₂({n1})) when “{n2}” gains and “{n1}” loses (negative "
+        "the other way, 0 otherwise). Weight that leaves one referent for a sink ([CLS], [SEP], the first token) "
+        "or another word is not a move between the two; the bars of each head say where it went. Heads are ranked "
+        f"by the weight moved towards “{n2}”."
     )
     title = f"Weight “{focus}” moves from “{c1}” to “{c2}” (first → second sentence), per head"
-    layer_head_map(r["moved"], title, "moved", "two_moved", ctx.c.image_format, _on_map_click, diverging=True)
-    top = rank_heads(r["moved"], TOP_MOVED)
-    st.markdown(f"**Top {len(top)} heads** by |moved| (*Open* shows the head below):")
+    layer_head_map(r["switched"], title, "moved", "two_moved", ctx.c.image_format, _on_map_click, diverging=True)
+    top = rank_switch(r["switched"], TOP_MOVED)
+    verdict(r, f, n1, n2)
+    st.markdown(f"**Top {len(top)} heads** by the weight moved towards “{n2}” (*Open* shows the head below):")
     for rank, (la, he, v) in enumerate(top, 1):
+        a, b = r["dest_a"][la, he], r["dest_b"][la, he]
         left, right = st.columns([5, 1])
         left.markdown(
-            f"{rank}. layer {la}, head {he}: moved {v:+.3f} ({n1} {r['a1'][la, he]:.2f} → {r['b1'][la, he]:.2f}, "
-            f"{n2} {r['a2'][la, he]:.2f} → {r['b2'][la, he]:.2f})"
+            f"{rank}. layer {la}, head {he}: moved {v:+.3f} ({n1} {a[0]:.2f} → {b[0]:.2f}, {n2} {a[1]:.2f} → "
+            f"{b[1]:.2f}, sinks {a[2]:.2f} → {b[2]:.2f}, the rest {a[3]:.2f} → {b[3]:.2f})"
         )
         right.button("Open", key=f"two_open_{rank}", on_click=_show, args=(la, he))
     queries_b = ctx.base.tokens.labels if cross else tokens_b.labels
     sides = (ctx.base.tokens.labels, queries_b), (keys_a.labels, tokens_b.labels)
-    _shown_head(ctx, pa, pb, qa, qb, pairs, focus, text_b, sides, top[0][:2], r)
+    shown_head(ctx, pa, pb, qa, qb, pairs, focus, text_b, sides, top[0][:2], r)
 
 
-def _shown_head(
-    ctx: Ctx,
-    pa: np.ndarray,
-    pb: np.ndarray,
-    qa: int,
-    qb: int,
-    pairs: list[tuple[int, int]],
-    focus: str,
-    text_b: str,
-    sides: tuple[tuple[Sequence[str], Sequence[str]], tuple[Sequence[str], Sequence[str]]],
-    top: tuple[int, int],
-    r: dict[str, np.ndarray],
-) -> None:
-    """The chosen head: the focus token's weights over the shared keys in both sentences, and the head's
-    pattern in each (beyond WINDOW_ROWS tokens, the rows around the focus token). ``sides``: ((query labels of
-    the first, of the second text), (key labels of the first, of the second)); they differ only in
-    cross-attention, whose queries are the decoder's tokens. Shapes: pa [L, H, 1, na], pb [L, H, 1, nb]: the focus
-    rows (qa, qb are the focus tokens' positions; na, nb the key counts)."""
-    L, H = pa.shape[:2]
-    valid_choice("two_layer", list(range(L)), top[0])
-    valid_choice("two_head", list(range(H)), top[1])
-    left, right = st.columns(2)
-    la = int(left.selectbox("Shown layer", list(range(L)), key="two_layer", bind="query-params"))
-    he = int(right.selectbox("Shown head", list(range(H)), key="two_head", bind="query-params"))
-    ia, ib = np.asarray([i for i, _ in pairs]), np.asarray([j for _, j in pairs])
-    wa, mass_a = shared_weights(pa[la, he, 0], ia)  # [m], []
-    wb, mass_b = shared_weights(pb[la, he, 0], ib)
-    (queries_a, queries_b), (labels_a, labels_b) = sides
-    keys = [labels_a[i] for i in ia]
-    title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
-    plot(paired_bars(keys, wa, wb, ("first sentence", "second sentence"), title), "two_bars", ctx.c.image_format)
-    only_a = _listing([labels_a[i] for i in range(len(labels_a)) if i not in set(ia.tolist())])
-    only_b = _listing([labels_b[j] for j in range(len(labels_b)) if j not in set(ib.tolist())])
-    st.caption(
-        plain(
-            f"Moved here: {r['moved'][la, he]:+.3f}. Before rescaling, the shared keys held {float(mass_a):.3f} of "
-            f"the row in the first sentence and {float(mass_b):.3f} in the second; the rest went to the words only "
-            f"one sentence has ({only_a} | {only_b})."
-        )
-    )
-    long = max(len(labels_a), len(labels_b), len(queries_a), len(queries_b)) > WINDOW_ROWS
-    if long:
-        st.caption(
-            f"Long texts: each pattern below shows the {WINDOW_ROWS} query rows around “{focus}” (every key column, "
-            "the exact weights), one above the other at the page's width; all n × n cells would be too many to draw "
-            "and read."
-        )
-    places = (st.container(), st.container()) if long else tuple(st.columns(2))
-    for col, text, q, labels, qlabels, name, key in (
-        (places[0], ctx.c.text, qa, labels_a, queries_a, "first", "two_head_a"),
-        (places[1], text_b, qb, labels_b, queries_b, "second", "two_head_b"),
-    ):
-        with col:
-            p = get_trace(ctx.config, text, ctx.target, ctx.part, la, x=False).pattern[he].numpy()  # [n_q, n_k]
-            rows = _around(len(qlabels), q)
-            what = "" if rows.stop - rows.start == len(qlabels) else f" (rows {rows.start}–{rows.stop - 1})"
-            fig = matrix_heatmap(p[rows], labels, qlabels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
-                                 value_name="weight", attention=True, width=FULL_WIDTH if long else 520)  # fmt: skip
-            plot(fig, key, ctx.c.image_format)
-    change = np.stack([focus_shift(pa[x], pb[x], 0, 0, pairs)["change"] for x in range(L)])  # [L, H]
-    with st.expander("Another measure: how much the focus row changes at all (total variation)"):
-        st.caption(
-            "Total variation distance between the focus token's two rows, 0.5 Σ |w₁ − w₂|, where weight on words "
-            "only one sentence has counts fully: a head that looks only at the swapped word ranks high here."
-        )
-        layer_head_map(change, f"How much “{focus}” changes where it looks, per head", "change", "two_change",
-                       ctx.c.image_format)  # fmt: skip
-    names = ["moved", "a1", "a2", "b1", "b2"]
-    rows = [[x, y, *(f"{r[k][x, y]:.6g}" for k in names), f"{change[x, y]:.6g}"] for x in range(L) for y in range(H)]
-    header = ["layer", "head", "moved", "first_c1", "first_c2", "second_c1", "second_c2", "total_variation"]
-    downloads("two", csv_data=csv_bytes(header, rows))
-
-
-def _around(n: int, q: int) -> slice:
-    """All n rows up to WINDOW_ROWS; beyond, the WINDOW_ROWS rows centred on row q (inside 0…n)."""
-    if n <= WINDOW_ROWS:
-        return slice(0, n)
-    start = min(max(0, q - WINDOW_ROWS // 2), n - WINDOW_ROWS)
-    return slice(start, start + WINDOW_ROWS)
+def _candidates(
+    ctx: Ctx, shared: list[str], pairs: list[tuple[int, int]], focus: tuple[int, str], near: int | None
+) -> tuple[tuple[int, int] | None, str]:
+    """The default candidate referents (indices into ``shared``) and why: "animal" and "street" when the text has
+    both (the seed example), else the two words the focus token attends to most in the first sentence
+    (referent_pick.attended_candidates; ``focus``: its position in the first text and its label; ``near``: its
+    index in ``shared``, None in cross-attention)."""
+    if {"animal", "street"} <= {word(label) for label in shared}:
+        return default_candidates(shared, near), ""
+    ia = [i for i, _ in pairs]
+    row = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, focus[0]).mean((0, 1))[ia]  # [shared keys]
+    special = [bool(ctx.key_special[i]) or i == 0 for i in ia]
+    picked = attended_candidates(row, shared, len(shared) if near is None else near, special, focus[1])
+    return (picked[:2], picked[2]) if picked else (default_candidates(shared, near), "")

@@ -14,6 +14,7 @@ from mha_viz.ui.cache_rows import get_focus_weights
 from mha_viz.ui.choices import forget, map_click, valid_choice
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.links import url_value
 from mha_viz.ui.opened import open_head, set_linked
 from mha_viz.ui.sidebar import plain
 from mha_viz.ui.window import row_window
@@ -21,6 +22,7 @@ from mha_viz.ui.window import row_window
 WHERE_FROM, WHERE_ROWS = 2 * WINDOW_FROM, 2 * WINDOW_ROWS  # one head, full width: twice the rows of Heads' windows
 
 SHOWN = ("where_layer", "where_head")
+PLACE = "_where_place"  # session_state: the (model, part) the query and key were chosen for
 
 
 def _show_head(layer: int, head: int) -> None:
@@ -55,11 +57,31 @@ def default_query_key(labels: list[str], key_labels: list[str], causal: bool) ->
     return q0, k0, note
 
 
+def _chosen(key: str, options: list[int], default: int) -> int:
+    """The value a picker drawn below will show: its stored value, else the link's (still only in the URL on the
+    first run: valid_choice has checked it), else ``default``."""
+    value = st.session_state.get(key)
+    if value in options:
+        return value
+    link = url_value(key)
+    return options[[str(o) for o in options].index(link)] if link in [str(o) for o in options] else default
+
+
+def _new_place(ctx: Ctx) -> None:
+    """Another model or part (a decoder's self-attention after its cross-attention): its own default query and
+    key, never the pair chosen for the other one (a pair the causal mask hides there would open on a map of 0s)."""
+    place = (ctx.base.model_name, ctx.part)
+    if st.session_state.get(PLACE, place) != place:
+        forget(("where_q", "where_k", *SHOWN))
+    st.session_state[PLACE] = place
+
+
 def where_view(ctx: Ctx) -> None:
     ctx.hiding_not_applied("the weights ranked are the model's own, over every token.")
     labels, key_labels = list(ctx.base.tokens.labels), list(ctx.base.key_tokens.labels)
     causal = (ctx.base.causal or ctx.config.causal) and ctx.part != "cross"  # key j visible from query i iff j <= i
     q0, k0, note = default_query_key(labels, key_labels, causal)
+    _new_place(ctx)
     c1, c2 = st.columns(2)
     valid_choice("where_q", labels, labels[q0])
     valid_choice("where_k", key_labels, key_labels[k0])
@@ -84,13 +106,16 @@ def where_view(ctx: Ctx) -> None:
         )
     ctx.measure_note()
     L, H = weights.shape
-    title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head (click a cell to open it below)"
-    layer_head_map(weights, title, ctx.value_name, "where_map", ctx.c.image_format, on_select=_on_map_click)
-    ranked = rank_heads(weights)  # the ten largest weights (non-negative: |w| = w), ties to the lower layer and head
     top = focus_head(weights[:, :, None, None], 0, 0)[:2]
     valid_choice("where_layer", list(range(L)), top[0])
     valid_choice("where_head", list(range(H)), top[1])
-    shown = (st.session_state["where_layer"], st.session_state["where_head"])
+    if not np.any(weights):  # no map of 0s (its colour scale would be made up) and no ranking of ties: the warning
+        _shown_head(ctx, weights, q, k)
+        return
+    title = f"“{labels[q]}” → “{key_labels[k]}”: weight in every layer × head (click a cell to open it below)"
+    layer_head_map(weights, title, ctx.value_name, "where_map", ctx.c.image_format, on_select=_on_map_click)
+    ranked = rank_heads(weights)  # the ten largest weights (non-negative: |w| = w), ties to the lower layer and head
+    shown = (_chosen("where_layer", list(range(L)), top[0]), _chosen("where_head", list(range(H)), top[1]))
     # the pill of the shown head is the one lit (none when the head shown is not among the ten)
     st.session_state["where_top"] = next((r for r, (la, he, _) in enumerate(ranked) if (la, he) == shown), None)
     st.markdown("**Top heads** (rank, layer, head, weight): pick one to show it below.")
