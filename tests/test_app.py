@@ -97,9 +97,9 @@ def test_controls_change_the_figures(minilm) -> None:
         ("Compare heads", 5),
         ("Head roles", 1),
         ("Where does it look?", 2),
-        ("Two sentences", 5),
+        ("Two sentences", 6),  # the moved map, where the weight went, the shared keys, two patterns, the change
         ("Head count", 2),
-        ("W^O", 4),
+        ("W^O", 5),  # the layer's W^O and the W^O in use, side by side
         ("Ablation", 1),
         ("Rollout", 1),
         ("Step by step", 6),  # 11 matrices: five pairs drawn as one chart each (figures.matrix_pair), one alone
@@ -131,12 +131,12 @@ def test_wo_view_identity_check_and_ablation(minilm) -> None:
     at = run_app(view="W^O")
     check = specs(at)[-1]  # the one-head check, drawn (tests/test_lesson.py holds its matrices to torch)
     assert "single-head" in check["layout"]["title"]["text"] and array(heatmaps(check)[2]["z"]).max() < 1e-6
-    rel = array(specs(at)[1]["data"][0]["y"])
+    rel = array(specs(at)[2]["data"][0]["y"])
     assert rel.shape == (15,) and np.all(rel > 0)  # identity W^O differs from the learned one
     at.radio(key="wo_mode").set_value("ablate").run()
     at.multiselect(key="ablate").set_value([0, 1, 2]).run()
     assert_clean(at)
-    norms = array(specs(at)[2]["data"][0]["z"])  # [heads, tokens]
+    norms = array(specs(at)[3]["data"][0]["z"])  # [heads, tokens]
     assert np.all(norms[:3] == 0) and np.all(norms[3:] > 0)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.io as pio
+import pytest
 
 from mha_viz.figures import (
     ROLE_COLOURS,
@@ -162,3 +165,36 @@ def test_a_pair_is_two_matrices_in_one_chart_each_with_its_title_scale_and_value
         bar = t["colorbar"]
         assert bar["orientation"] == "h" and lo <= bar["x"] - bar["len"] / 2 and bar["x"] + bar["len"] / 2 <= hi
         assert bar["y"] > 1
+
+
+def test_overview_of_a_grouped_query_model_has_two_line_ticks_and_readable_tiles() -> None:
+    """Issue 35 §2.8: SmolLM2's Overview (30 layers × 9 query heads, 3 per K/V head) showed the literal text
+    "H0<br>kv0" under each column (the tick text was escaped) and drew its 30 × 9 tiles in 900 px at most."""
+    from mha_viz.figures.common import OVERVIEW_TILE_PX
+    from mha_viz.figures.finish import finish
+
+    p = np.random.default_rng(3).random((30, 9, 12, 12)).astype(np.float32)
+    spec = finish(overview(p, tile=48, group=3))
+    ticks = spec["layout"]["xaxis"]["ticktext"]
+    assert ticks[:4] == ["H0<br>kv0", "H1<br>kv0", "H2<br>kv0", "H3<br>kv1"]  # a line break, not its text
+    assert not any("&lt;" in t or "&gt;" in t for t in ticks)
+    margin = spec["layout"]["margin"]
+    plot_h = spec["layout"]["height"] - margin["t"] - margin["b"]
+    assert plot_h / 30 >= 0.9 * OVERVIEW_TILE_PX >= 36  # each layer's row of square tiles at least ~36 px tall
+    small = finish(overview(p[:6, :9], tile=48))  # a short model keeps a compact grid
+    assert small["layout"]["height"] <= 900 and small["layout"]["xaxis"]["ticktext"][0] == "H0"
+
+
+HALF_ROW_PLOT_PX = 210  # a half-row heatmap's plot area at 1280 × 800, measured in Chromium (Masks, Compare heads)
+
+
+@pytest.mark.parametrize("n", [6, 12, 15, 20, 25, 40, 90])
+def test_rotated_token_labels_of_a_half_row_heatmap_never_overlap(n: int) -> None:
+    """Issue 35 §2.8: on the small heatmaps (Lesson, Masks) the labels turned by −60° overlapped: 20 labels at
+    11 px stood 9 px apart side by side in a 210 px plot. Each shown label needs a line (1.2 × its font size)."""
+    labels = [f"tok{i}" for i in range(n)]
+    fig = matrix_heatmap(np.zeros((n, n)), labels, labels, "t")
+    x = fig.layout.xaxis
+    step = labels.index(list(x.ticktext)[1]) if len(x.ticktext) > 1 else n
+    apart = step * HALF_ROW_PLOT_PX / n * abs(math.sin(math.radians(x.tickangle)))  # side by side, in px
+    assert apart >= 1.2 * x.tickfont.size >= 1.2 * 8, (n, step, x.tickfont.size, apart)

@@ -136,3 +136,25 @@ def test_vectors_are_sent_as_plain_lists() -> None:
     assert bar["y"] == [float(v) for v in y] and bar["customdata"] == [0, 1, 2]
     assert bar["marker"]["color"] == bar["y"] and np.asarray(bar["y"], dtype=np.float32).tobytes() == y.tobytes()
     assert isinstance(heat["z"], dict) and "bdata" in heat["z"]  # compact, and plotly.js gets rows in an array
+
+
+@pytest.mark.parametrize(
+    ("view", "halves", "text"),
+    [("Compare heads", 4, None), ("W^O", 2, None), ("Masks", 2, " ".join(["The animal was tired."] * 12))],
+)
+def test_half_row_titles_break_into_lines_and_are_never_cut(view: str, halves: int, text: str | None, minilm) -> None:
+    """Issue 35 §2.8: a figure drawn two to a row showed "… between heads (similar heads" and cut the rest (Compare
+    heads; the W^O pair too). Every line of such a title fits HALF_ROW_TITLE_CHARS, and no word is lost."""
+    import html
+    import re
+
+    from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS
+
+    at = run_app(view=view, layer="3", **({"text": text} if text else {}))
+    for spec in specs(at)[:halves]:
+        title = spec["layout"]["title"]["text"]
+        lines = [html.unescape(re.sub(r"<[^>]*>", "", t)) for t in title.split("<br>")]
+        assert all(len(t) <= HALF_ROW_TITLE_CHARS for t in lines), lines
+        assert spec["layout"]["margin"]["t"] >= 50 + 18 * (len(lines) - 1) - 1  # room for every line
+    if view == "Compare heads":
+        assert "(similar heads sit together)" in " ".join(specs(at)[3]["layout"]["title"]["text"].split("<br>"))

@@ -306,3 +306,22 @@ def test_hostile_labels_stay_text(payload: str) -> None:
     for tag in ("<img", "<svg", "<a ", "<span"):
         assert tag not in texts.replace("<extra>", "").replace("</extra>", ""), (tag, payload)
     assert "&lt;" in texts or "<" not in payload
+
+
+def test_beside_the_lines_a_table_of_the_strongest_ones_fills_the_row(minilm) -> None:
+    """Issue 35 §2.8: the figure sat in three fifths of the row and the rest stayed empty. Now the other two fifths
+    hold the heaviest lines drawn (query, key, head, weight), heaviest first: the figure's own numbers."""
+    from mha_viz.ui.views.lines import TOP_LINES
+
+    at = run_app(view="Lines", layer="0", lines_heads=["head 1", "head 4"])
+    assert_clean(at)
+    got = at.dataframe[0].value  # a pandas frame, as Streamlit hands it to the page
+    lines = drawn(lines_spec(at))  # {(head, query, key): weight} of every line drawn
+    heaviest = sorted(lines.items(), key=lambda kv: -kv[1])[:TOP_LINES]
+    assert len(got) == TOP_LINES and list(got.columns) == ["query", "key", "head", "weight"]
+    _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
+    labels = list(trace.tokens)
+    want = [(labels[q], labels[k], h, round(w, 3)) for (h, q, k), w in heaviest]
+    rows = [(r.query, r.key, int(r.head), float(r.weight)) for r in got.itertuples()]
+    assert [r[3] for r in rows] == sorted((r[3] for r in rows), reverse=True)  # heaviest first
+    assert sorted(rows) == sorted(want)

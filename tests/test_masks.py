@@ -86,7 +86,7 @@ def test_own_weights_padding_equals_torch_key_padding_mask(minilm) -> None:
 
 
 def test_masks_tab(minilm, batch) -> None:
-    at = run_app(view="Masks", layer=str(LAYER), pad_head="5")
+    at = run_app(view="Masks", layer=str(LAYER), pad_head="head 5")
     assert_clean(at)
     pad_fig, causal_fig = specs(at)
     z = array(heatmaps(pad_fig)[0]["z"])
@@ -115,7 +115,7 @@ def test_long_first_text_shows_the_short_block_and_a_few_pads(minilm) -> None:
     from mha_viz.ui.views.masks import SHOWN_PADS
 
     long_text = " ".join([SENTENCE + "."] * 10)
-    at = run_app(view="Masks", text=long_text, layer="0", pad_head="2")
+    at = run_app(view="Masks", text=long_text, layer="0", pad_head="head 2")
     assert_clean(at)
     padded = specs(at)[0]
     n = len(encode(minilm, long_text)[0].ids)
@@ -127,3 +127,15 @@ def test_long_first_text_shows_the_short_block_and_a_few_pads(minilm) -> None:
     assert z.shape == (m, m)
     np.testing.assert_allclose(z, pb.pattern[pb.shorter, 2].numpy()[:m, :m], atol=1e-6)
     assert any(f"{m - real} of the {n - real} padding positions" in c.value for c in at.caption)
+
+
+def test_masks_head_picker_reads_head_n_and_follows_the_opened_head(minilm) -> None:
+    """Issue 35 §2.2: the picker reads "head 3" as every other view's does, and opens on the opened head."""
+    at = run_app(view="Masks", layer=str(LAYER), head="head 3")
+    assert_clean(at)
+    picker = at.selectbox(key="pad_head")
+    assert picker.value == 3 and picker.format_func(3) == "head 3"
+    assert "head 3" in specs(at)[0]["layout"]["title"]["text"]
+    picker.set_value(6).run()
+    assert_clean(at)
+    assert at.query_params.get("head") == "head 6"  # a choice here is the opened head

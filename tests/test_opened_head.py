@@ -54,6 +54,7 @@ VIEW_PICKERS = [
     ("Ablation", "abl_heads"),
     ("Lines", "lines_heads"),
     ("Lesson", "lesson_head"),
+    ("Masks", "pad_head"),  # issue 35 §2.2: before, Masks showed head 0 whatever head was opened
 ]
 
 
@@ -119,6 +120,7 @@ def test_the_focus_token_chosen_in_one_view_is_the_focus_of_the_other(minilm) ->
         ("Circuits", "circ_head", "head 3"),
         ("Compare heads", "a_head", "3"),
         ("Lesson", "lesson_head", "head 3"),
+        ("Masks", "pad_head", "head 3"),
     ],
 )
 def test_an_older_link_naming_a_views_own_head_opens_it_and_it_is_shared(view: str, key: str, link: str,

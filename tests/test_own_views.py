@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from test_app import array, assert_clean, heatmaps, run_app, specs
 
+from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.pipeline.own_road import own_trace
 from mha_viz.pipeline.road import load
@@ -45,3 +46,45 @@ def test_overview_tiles_are_the_own_pattern() -> None:
     values = values[np.isfinite(values)]
     assert values.size == want.size, (values.size, want.size)  # 1 layer × 8 heads × 4 × 4, not 6 × 12 × 4 × 4
     np.testing.assert_allclose(np.sort(values), np.sort(want.ravel()), atol=1e-6)
+
+
+SEED_000 = {**OWN, "own_heads": "8", "d_model": "512", "seed": "0"}  # the seed 000 worked example
+
+
+def test_circuits_of_own_weights_are_their_one_layers_circuits() -> None:
+    """Issue 35 §2.3: Circuits said "looks across the layers of a pretrained model" for own weights, although the
+    circuits of own weights are exactly the seed 000 exercise. Now: each head's W_Q·W_Kᵀ and W_V·W_O singular
+    values and copying score, from the weights themselves (numpy on the full d_model × d_model products here)."""
+    from mha_viz.own import init_weights
+
+    at = run_app(**SEED_000, view="Circuits", circ_head="head 3")
+    assert_clean(at)
+    assert not [i.value for i in at.info if "pretrained" in i.value]
+    w = init_weights(512, 8, 0, "xavier", False)
+    qk = (w.W_Q[3] @ w.W_K[3].T).double().numpy()  # [512, 512]
+    ov = (w.W_V[3] @ w.W_O[3]).double().numpy()
+    spectra, copy_map = specs(at)
+    bars = [array(t["y"]) for t in spectra["data"] if t["type"] == "bar"]
+    np.testing.assert_allclose(bars[0], np.linalg.svd(qk, compute_uv=False)[:64], rtol=1e-4)
+    np.testing.assert_allclose(bars[1], np.linalg.svd(ov, compute_uv=False)[:64], rtol=1e-4)
+
+    def copying(m: np.ndarray) -> float:
+        lam = np.linalg.eigvals(m)
+        return float(np.real(lam.sum()) / np.abs(lam).sum())
+
+    scores = array(heatmaps(copy_map)[0]["z"])
+    want = [copying((w.W_V[h] @ w.W_O[h]).double().numpy()) for h in range(8)]
+    assert scores.shape == (1, 8)  # one layer
+    np.testing.assert_allclose(scores[0], want, atol=2e-3)  # eigenvalues of a 512 × 512 rank-64 matrix
+    assert {m.label: m.value for m in at.metric}["Copying score of head 3"] == f"{want[3]:+.3f}"
+    table = at.table[0].value  # OV: the text's own tokens (words) as sources
+    assert list(table["source token"]) == TEXT.split()
+
+
+@pytest.mark.parametrize("view", ["Two sentences", "Circuits", "Where does it look?", "Head roles"])
+def test_views_that_need_no_pretrained_model_run_on_own_weights(view: str) -> None:
+    """Before, each answered "looks across the layers of a pretrained model" and drew nothing."""
+    at = run_app(**{**OWN, "text": SENTENCE}, view=view)  # (Two sentences compares it with "… too wide")
+    assert_clean(at)
+    assert not any("pretrained" in i.value for i in at.info), [i.value for i in at.info]
+    assert specs(at) and not at.warning, [w.value for w in at.warning]

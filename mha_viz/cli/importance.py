@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import csv
 
+from mha_viz.analysis import csv_cells
 from mha_viz.cli.options import add_device, add_input, check_out, pretrained
 
 COLUMNS = ("layer", "head", "importance")
@@ -34,7 +34,7 @@ def command(args: argparse.Namespace) -> None:
     imp = im.head_importance(scorer)
     L, H = imp.shape
     with open(out, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow(COLUMNS)
         writer.writerows([la, h, f"{imp[la, h]:.6g}"] for la in range(L) for h in range(H))
     top = sorted(((imp[la, h], la, h) for la in range(L) for h in range(H)), reverse=True)[:5]
@@ -46,7 +46,7 @@ def command(args: argparse.Namespace) -> None:
     steps, greedy, rand = [int(k) for k in curves["steps"]], curves["by_importance"], curves["random"]
     n = L * H
     with open(curve_path, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow(CURVE_COLUMNS)
         for i, k in enumerate(steps):
             r = rand[:, i]

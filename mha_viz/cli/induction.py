@@ -27,8 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace) -> None:
-    import csv
-
+    from mha_viz.analysis import csv_cells
     from mha_viz.studies.induction import run_induction
 
     check_out(args.out, ".csv")
@@ -37,7 +36,7 @@ def command(args: argparse.Namespace) -> None:
     n_layers, n_heads = result.scores.shape
     rank = {(la, h): i + 1 for i, (la, h, _) in enumerate(result.top_heads(n_layers * n_heads))}
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow(COLUMNS)
         for la in range(n_layers):
             for h in range(n_heads):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import csv
 
+from mha_viz.analysis import csv_cells
 from mha_viz.cli.options import add_device, add_model, check_out, pretrained
 from mha_viz.errors import MhaVizError
 
@@ -63,7 +63,7 @@ def command(args: argparse.Namespace) -> None:
     L, G = patched.shape
     kv = args.what in ("k", "v")
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow((*COLUMNS, "query_heads") if kv else COLUMNS)
         for la in range(L):
             for h in range(G) if np.isfinite(patched[la]).all() else ():

@@ -4,8 +4,8 @@ output change against the key/value cache size, to CSV (mha_viz/studies/variants
 from __future__ import annotations
 
 import argparse
-import csv
 
+from mha_viz.analysis import csv_cells
 from mha_viz.cli.options import add_device, add_input, check_out, pretrained
 
 COLUMNS = ("grouping", "kv_heads", "kv_cache_bytes", "change")
@@ -40,7 +40,7 @@ def command(args: argparse.Namespace) -> None:
         return
     found = variants.study(lm, args.text, args.part, args.target)
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow(COLUMNS)
         writer.writerows([p.grouping, p.kv_heads, f"{p.kv_cache_bytes:.6g}", f"{p.change:.6g}"] for p in found.points)
     print(
@@ -60,7 +60,7 @@ def _moh(lm, args: argparse.Namespace) -> None:
 
     c = moh.moh_curve(lm, args.text, args.part, args.target)
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow(MOH_COLUMNS)
         rows = zip(c.ks, c.routed, c.static, strict=True)
         writer.writerows([int(k), f"{r:.6g}", f"{s:.6g}"] for k, r, s in rows)

@@ -17,6 +17,7 @@ SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
 CLICK_OVERLAY_MAX_CELLS = 10_000  # click markers per figure; above this, heads open from the selector only
 OVERVIEW_TILE = 48  # cells per Overview tile side: longer texts are block-averaged
+OVERVIEW_TILE_PX = 40  # the least pixels a side an Overview tile is drawn with (many layers: a taller grid)
 GRID_MAX_CELLS = 128  # per side of each small heatmap; longer texts are shown block-averaged
 POOLED_HOVER = "%{y} → %{x}: mean %{z:.3f}<extra>%{meta}</extra>"
 LABEL_PX = 10  # an axis shows at most one token label per this many pixels; the others are thinned out
@@ -35,11 +36,14 @@ def label_step(n: int, px: float) -> int:
 
 def category_ticks(labels: Sequence[str], px: float, angle: int | None = None) -> tuple[dict, int]:
     """Settings for a category axis of token labels: every label while they fit in ``px`` pixels (smaller type
-    as they get more), else every k-th label (the hover always names the token). Returns (settings, k)."""
+    as they get more), else every k-th label (the hover always names the token). Labels turned by ``angle``
+    degrees stand |sin(angle)| times their spacing apart (side by side, parallel): that is the room they get, so
+    rotated labels never overlap. Returns (settings, k)."""
     n = len(labels)
-    step = label_step(n, px)
+    room = px if angle is None else px * abs(math.sin(math.radians(angle)))
+    step = label_step(n, room)
     shown = list(labels)[::step]
-    size = int(min(11, max(8, px / max(len(shown), 1) - 2)))
+    size = int(min(11, max(8, room / max(len(shown), 1) - 3)))
     ticks = {"type": "category", "tickmode": "array", "tickvals": shown, "ticktext": shown, "tickfont": {"size": size}}
     if angle is not None:
         ticks["tickangle"] = angle

@@ -14,6 +14,7 @@ from mha_viz.figures.common import (
     GRID_WIDTH_PX,
     LABEL_PX,
     OVERVIEW_TILE,
+    OVERVIEW_TILE_PX,
     POOLED_HOVER,
     SEQUENTIAL,
     WEIGHT_HOVER,
@@ -183,21 +184,30 @@ def overview(patterns: np.ndarray, tile: int = OVERVIEW_TILE, gap: int = 2, grou
             showlegend=False,
         )
     )
-    ticks = [f"H{h}" if group == 1 else f"H{h}<br>kv{h // group}" for h in range(n_heads)]  # grouped-query heads
-    fig.update_xaxes(tickvals=centres_x, ticktext=ticks, showgrid=False, zeroline=False)
+    # fixed ranges, the canvas exactly: autorange would pad them for the click markers (up to 40 px a side)
+    fig.update_xaxes(tickvals=centres_x, showgrid=False, zeroline=False, constrain="domain",
+                     range=[-0.5, canvas.shape[1] - 0.5])  # fmt: skip
     fig.update_yaxes(
         tickvals=centres_y,
         ticktext=[f"L{la}" for la in range(n_layers)],
-        autorange="reversed",
+        range=[canvas.shape[0] - 0.5, -0.5],  # row 0 (layer 0) on top
         showgrid=False,
         zeroline=False,
         scaleanchor="x",
+        constrain="domain",  # square tiles by narrowing the plot, not by padding the range: the ticks hug the tiles
     )
     note = f" (each tile averaged over {f}×{f} token blocks)" if f > 1 else ""
+    # square tiles (scaleanchor): as large as the width allows while the grid fits in 780 px, but never smaller
+    # than OVERVIEW_TILE_PX a side (a 30-layer model grows taller instead of shrinking its tiles to slivers)
+    tile_px = max(OVERVIEW_TILE_PX, min(GRID_WIDTH_PX / max(n_heads, 1), 780 / max(n_layers, 1)))
     fig.update_layout(
         title={"text": f"All {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}{note}", "font": {"size": 14}},
-        height=int(min(900, max(320, 900 * n_layers / max(n_heads, 1) + 120))),
+        height=int(n_layers * tile_px + 120),
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         clickmode="event+select",
     )
-    return safe(fig)
+    fig = safe(fig)
+    # our own tick texts (no user text), set after escaping: a grouped-query head's <br> must stay a line break
+    ticks = [f"H{h}" if group == 1 else f"H{h}<br>kv{h // group}" for h in range(n_heads)]
+    fig.update_xaxes(ticktext=ticks)
+    return fig

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from mha_viz.figures.common import DIVERGING, SEQUENTIAL, _esc, _f32, block_labels, safe
 from mha_viz.figures.finish import Finished
-from mha_viz.figures.heatmap import matrix_heatmap
+from mha_viz.figures.heatmap import matrix_heatmap, wrap_title
 
 MAX_TEXT_CELLS = 40_000  # masked scores up to this many cells get a hover text per cell ("−∞ (masked)")
 MAX_WO_CELLS = 192  # per side of the W^O heatmap; larger W^O is shown as block means (never across two heads)
@@ -142,11 +142,14 @@ def _pool_axis(m: np.ndarray, f: int, axis: int) -> np.ndarray:
     )
 
 
-def wo_heatmap(W_O: np.ndarray, title: str, max_cells: int = MAX_WO_CELLS) -> tuple[go.Figure, str]:
+def wo_heatmap(
+    W_O: np.ndarray, title: str, max_cells: int = MAX_WO_CELLS, title_chars: int | None = None
+) -> tuple[go.Figure, str]:
     """W^O as one matrix, rows = the concat dimension (head by head), columns = d_model, with a band per head.
 
     Larger than ``max_cells`` a side, it is drawn as block means (rows pooled within a head, never across two):
-    the returned note says so ("" when every entry is drawn). Shapes: W_O [h, d_head, d_model].
+    the returned note says so ("" when every entry is drawn). ``title_chars``: a longer title breaks into lines
+    (heatmap.wrap_title), for a figure drawn two to a row. Shapes: W_O [h, d_head, d_model].
     """
     h, dk, d = W_O.shape
     m = _f32(W_O).reshape(h * dk, d)  # [h*dk, d]
@@ -190,9 +193,12 @@ def wo_heatmap(W_O: np.ndarray, title: str, max_cells: int = MAX_WO_CELLS) -> tu
     fig.update_xaxes(title={"text": "d_model"}, showgrid=False)
     for j in range(1, h):
         fig.add_hline(y=j * dk - fr / 2, line={"color": "black", "width": 1})
+    lines = wrap_title(_esc(title), title_chars)
     fig.update_layout(
-        title={"text": title, "font": {"size": 14}},
-        height=int(min(900, max(420, 1.2 * len(ys) + 120))),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        title={"font": {"size": 14}},
+        height=int(min(900, max(420, 1.2 * len(ys) + 120))) + 18 * (len(lines) - 1),
+        margin={"l": 10, "r": 10, "t": 50 + 18 * (len(lines) - 1), "b": 10},
     )
-    return safe(fig), note
+    fig = safe(fig)
+    fig.layout.title.text = "<br>".join(lines)  # escaped above: the <br> stays a line break
+    return fig, note

@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from mha_viz.analysis.opening import layer_opening
 from mha_viz.figures.common import _f32, safe
 
 LINE_THRESHOLD = 0.01  # weights under this are not drawn
@@ -52,15 +53,13 @@ def token_window(n: int, centre: int, size: int = MAX_ROWS) -> tuple[int, int]:
     return start, start + size
 
 
-def strongest_head(pattern: np.ndarray, labels: Sequence[str], key_labels: Sequence[str], query: str = "it",
-                   key: str = "animal") -> int:  # fmt: skip
-    """The head with the largest weight from ``query`` to ``key`` when both tokens are there, else head 0.
+def strongest_head(pattern: np.ndarray, labels: Sequence[str], key_labels: Sequence[str]) -> int:
+    """The head Lines opens on: analysis.opening's rule inside this layer (the head where "it"'s weight on "animal"
+    stands out most from the other tokens', as the app and the notebook open), else head 0.
 
     Shapes: pattern [h, n_q, n_k]; labels [n_q]; key_labels [n_k]."""
-    if query not in labels or key not in key_labels:
-        return 0
-    w = np.asarray(pattern)[:, list(labels).index(query), list(key_labels).index(key)]  # [h]
-    return int(np.argmax(w))
+    head = layer_opening(pattern, labels, key_labels)
+    return 0 if head is None else head
 
 
 def select_lines(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.heatmap import matrix_heatmap
+from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS, matrix_heatmap
 
 PAD_ROW_NOTE = "[PAD] query — its row is not used"
 
@@ -17,7 +17,8 @@ def padded_pattern(pattern: np.ndarray, labels: Sequence[str], real: int, title:
 
     Shapes: pattern [n, n] (query × key); labels [n] (distinct; padding included)."""
     n = len(labels)
-    fig = matrix_heatmap(pattern, labels, labels, title, value_name="weight", attention=True)
+    fig = matrix_heatmap(pattern, labels, labels, title, value_name="weight", attention=True,
+                         title_chars=HALF_ROW_TITLE_CHARS)  # fmt: skip  # drawn two to a row
     if real < n:  # categorical axes: row i spans i - 0.5 .. i + 0.5
         fig.add_shape(
             type="rect", xref="paper", x0=0, x1=1, yref="y", y0=real - 0.5, y1=n - 0.5,

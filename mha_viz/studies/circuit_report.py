@@ -5,16 +5,48 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
 from mha_viz.config import MAX_OV_SOURCES
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.projections import HeadWeights, embedding_matrix, head_weights, unembedding_matrix
 from mha_viz.models.tokens import readable
 from mha_viz.studies import circuits
+from mha_viz.trace import AttentionWeights
 
 
 def layer_weights(lm: LoadedModel, part: str, layer: int) -> HeadWeights:
     return head_weights(lm, lm.part(part), layer)
+
+
+def own_layer_weights(w: AttentionWeights) -> HeadWeights:
+    """Own weights' one layer as a head_weights result: every projection a fixed matrix, no rotation."""
+    return HeadWeights(W_Q=w.W_Q.float(), W_K=w.W_K.float(), W_V=w.W_V.float(), W_O=w.W_O.float(), rotary=False)
+
+
+def text_pairs(w: HeadWeights, head: int, x: torch.Tensor, ids: Sequence[int], names: Sequence[str], k: int = 10,
+               per_source: int = 3) -> dict[str, list]:  # fmt: skip
+    """token_pairs for own weights, which have no vocabulary of their own: each distinct token of the text (by id,
+    its first position; at most MAX_OV_SOURCES) is its row of X, and the OV circuit's output is read against the
+    same rows (the text's own token vectors). Shapes: x [n, d_model]; ids, names [n]."""
+    seen: dict[int, int] = {}
+    for p, i in enumerate(ids):
+        seen.setdefault(int(i), p)  # a token's first position
+    pos = list(seen.values())[:MAX_OV_SOURCES]
+    out: dict[str, list] = {"ov": [], "qk": [], "ov_reads": "the text's own token vectors (rows of X)"}
+    if not pos:
+        return out
+    rows = x[torch.as_tensor(pos, dtype=torch.long)].float()  # [m, d]
+    local = list(range(len(pos)))
+    ov = circuits.ov_token_scores(w, head, rows, local, rows)  # [m, m]
+    values, cols = ov.topk(min(per_source, len(pos)), dim=1)
+    out["ov"] = [
+        (names[p], [(names[pos[int(c)]], float(v)) for v, c in zip(values[i], cols[i], strict=True)])
+        for i, p in enumerate(pos)
+    ]
+    pairs = circuits.top_pairs(circuits.qk_token_scores(w, head, rows, local, local), local, k)
+    out["qk"] = [(names[pos[a]], names[pos[b]], v) for a, b, v in pairs]
+    return out
 
 
 def copying_map(lm: LoadedModel, part: str) -> np.ndarray:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mha_viz.analysis import csv_cells
 from mha_viz.analysis.roles import SCORE_KEYS
 from mha_viz.config import Config
 from mha_viz.errors import MhaVizError
@@ -259,7 +260,8 @@ def write_table(path: str, rows: list[dict]) -> None:
         writer = csv.DictWriter(fh, fieldnames=list(COLUMNS))
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (f"{v:.10g}" if isinstance(v, float) else v) for k, v in row.items()})
+            cells = {k: (f"{v:.10g}" if isinstance(v, float) else v) for k, v in row.items()}
+            writer.writerow(csv_cells.safe_dict(cells))
 
 
 def added(sums: Sums | None, partial: Sums) -> Sums:

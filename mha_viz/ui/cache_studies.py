@@ -11,7 +11,7 @@ from mha_viz.config import MAX_SWEEP_HEADS, Config
 from mha_viz.edits import divisors
 from mha_viz.pipeline import own_road
 from mha_viz.pipeline import road as pipeline
-from mha_viz.studies import circuit_report, claims, importance
+from mha_viz.studies import circuit_report, circuits, claims, importance
 from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionWeights
 from mha_viz.ui.cache import get_all_patterns, get_trace, model_of, recording_of, tokens_of, whole_layer
@@ -87,17 +87,26 @@ def get_ablation(config: Config, text: str, target: str | None, plan: tuple) -> 
 
 @sized_cache(max_entries=8, max_mb=64)
 def get_head_weights(config: Config, part: str, layer: int) -> circuit_report.HeadWeights:
+    """The layer's W_Q, W_K, W_V, W_O per head (own weights: their one layer, as made or loaded)."""
+    if config.own:
+        return circuit_report.own_layer_weights(own_road.own_weights(config))
     return circuit_report.layer_weights(model_of(config), part, layer)
 
 
 @sized_cache(max_entries=8, max_mb=1)
 def get_copying_map(config: Config, part: str) -> np.ndarray:
-    """Every head's OV copying score. Shapes: [n_layers, n_heads]."""
+    """Every head's OV copying score. Shapes: [n_layers, n_heads] (own weights: one layer)."""
+    if config.own:
+        return circuits.layer_copying_scores(get_head_weights(config, part, 0))[None]
     return circuit_report.copying_map(model_of(config), part)
 
 
 @sized_cache(max_entries=32, max_mb=4)
 def get_token_pairs(config: Config, text: str, target: str | None, part: str, layer: int, head: int) -> dict:
+    if config.own:  # no vocabulary of their own: the text's tokens, as the rows of X they are given
+        w = get_head_weights(config, part, layer)
+        tokens, x = own_road.own_input(model_of(config), text, config, int(w.W_O.shape[-1]))
+        return circuit_report.text_pairs(w, head, x, tokens.ids, tokens.pieces)
     lm = model_of(config)
     ids = recording_of(config, text, target).query_tokens(lm.part(part)).ids
     return circuit_report.token_pairs(lm, get_head_weights(config, part, layer), head, ids)

@@ -17,6 +17,7 @@ URL_LABELS: dict[str, Callable[[object], str]] = {
     "step_head": lambda j: f"head {j}",
     "lesson_head": lambda j: f"head {j}",
     "circ_head": lambda j: f"head {j}",
+    "pad_head": lambda j: f"head {j}",
     "scale_head": lambda j: f"head {j}",
     "ablate": lambda j: f"head {j}",
 }

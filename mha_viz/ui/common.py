@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -13,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import streamlit as st
+
+from mha_viz.analysis import csv_cells
 
 if TYPE_CHECKING:  # only figures/ imports plotly
     import plotly.graph_objects as go
@@ -100,9 +101,9 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
 
 
 @sized_cache(max_entries=16, max_mb=16)
-def cached_wo_figure(W_O: np.ndarray, title: str) -> tuple[dict, str]:
+def cached_wo_figure(W_O: np.ndarray, title: str, title_chars: int | None = None) -> tuple[dict, str]:
     """figures.wo_heatmap, finished and kept (its pooling and Plotly build are the W^O tab's largest cost)."""
-    fig, note = wo_heatmap(W_O, title)
+    fig, note = wo_heatmap(W_O, title, title_chars=title_chars)
     return finish(fig), note
 
 
@@ -171,7 +172,7 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 
 def csv_bytes(header: Sequence[str], rows: Sequence[Sequence[object]]) -> bytes:
     buf = io.StringIO()
-    writer = csv.writer(buf)
+    writer = csv_cells.writer(buf)
     writer.writerow(header)
     writer.writerows(rows)
     return buf.getvalue().encode("utf-8")

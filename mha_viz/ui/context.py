@@ -103,12 +103,8 @@ class Ctx:
 
 
 def needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:
-    """Say why a view that looks across a pretrained model's layers has nothing to show here (and return True)."""
-    if ctx.base.own:
-        st.info(
-            "This view looks across the layers of a pretrained model; pick the bundled model or a Hugging Face one."
-        )
-        return True
+    """Say why a view that compares the tokens of one text has nothing to show on cross-attention (and return
+    True). Own weights pass: a view that cannot run on them says why through its registry entry (unmet)."""
     if self_attention and ctx.part == "cross":
         st.info(
             "This view compares tokens of one text with each other; choose encoder or decoder self-attention in the "
@@ -120,6 +116,7 @@ def needs_pretrained(ctx: Ctx, self_attention: bool = True) -> bool:
 
 def unmet(view: View, ctx: Ctx) -> bool:
     """Say why ``view`` cannot run on this model and part (its registry needs), and return True; else False."""
-    if "pretrained" not in view.needs:
-        return False
+    if "pretrained" in view.needs and ctx.base.own:
+        st.info(f"{view.name} {view.own}. Pick the bundled model or a Hugging Face one in the sidebar.")
+        return True
     return needs_pretrained(ctx, self_attention="self-attention" in view.needs)

@@ -15,6 +15,7 @@ from mha_viz.config import (
     MAX_HEADS,
     MAX_SEED,
     MAX_UPLOAD_BYTES,
+    MAX_UPLOAD_MB,
     OWN,
     TOKENS,
     Config,
@@ -88,11 +89,13 @@ def _uploaded_weights() -> tuple[bytes | None, tuple[int, int] | None]:
     """The upload box: (the file's bytes, its (d_model, n_heads) read from the file) — (bytes, None) when the
     file cannot be read (the page says why), (None, None) without a usable file (the sidebar says why)."""
     sb = st.sidebar
-    upload = sb.file_uploader("Load weights (.safetensors)", type=["safetensors"], key="upload")
+    upload = sb.file_uploader(
+        "Load weights (.safetensors)", type=["safetensors"], key="upload", max_upload_size=MAX_UPLOAD_MB
+    )
     if upload is None:
         return None, None
     if upload.size > MAX_UPLOAD_BYTES:
-        sb.error(f"That file is over {MAX_UPLOAD_BYTES // 2**20} MB; choose a smaller .safetensors file.")
+        sb.error(f"That file is over {MAX_UPLOAD_MB} MB; choose a smaller .safetensors file.")
         return None, None
     if upload.size == 0:
         sb.error(
@@ -155,7 +158,7 @@ def weights_download(config: Config) -> None:
     size = 4 * (4 * config.d_model * config.d_model + (4 * config.d_model if config.bias else 0))
     if not config.weights_file and size > MAX_UPLOAD_BYTES:
         st.sidebar.caption(
-            f"These weights are {size / 2**20:.0f} MB: the download is offered up to {MAX_UPLOAD_BYTES // 2**20} MB "
+            f"These weights are {size / 10**6:.0f} MB: the download is offered up to {MAX_UPLOAD_MB} MB "
             "(the upload limit). The command line saves any size: python -m mha_viz trace --model own --full ..."
         )
         return

@@ -15,9 +15,10 @@ from typing import Any
 
 GROUPS = ("Learn", "Look", "Explain", "What if")  # what the user wants; then the view (every view in two clicks)
 NEEDS = {
-    "pretrained": "looks across the layers of a pretrained model",
+    "pretrained": "measures a pretrained model (its output or its stack of layers)",  # View.own says how, per view
     "self-attention": "compares the tokens of one text with each other",
 }
+NO_OUTPUT = "own weights are one layer, with no model output to measure"
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class View:
     module: str  # mha_viz.ui.views.<module>
     function: str  # the view function there: f(ctx) -> None
     needs: frozenset[str] = frozenset()  # keys of NEEDS: checked before the view runs
+    own: str = ""  # with "pretrained": what the view does that own weights cannot give, said when they are chosen
 
     def run(self) -> Callable[[Any], None]:
         """The view's function (imported on first use)."""
@@ -35,6 +37,7 @@ class View:
 
 PRETRAINED = frozenset({"pretrained"})
 SELF = frozenset({"pretrained", "self-attention"})
+ONE_TEXT = frozenset({"self-attention"})  # runs on own weights too (their one layer), not on cross-attention
 REGISTRY: tuple[View, ...] = (
     View("Lesson", "Learn", "lesson", "lesson_view"),
     View("Step by step", "Learn", "step_by_step", "step_view"),
@@ -43,20 +46,67 @@ REGISTRY: tuple[View, ...] = (
     View("Lines", "Look", "lines", "lines_view"),
     View("Overview", "Look", "overview", "overview_view"),
     View("Compare heads", "Look", "compare", "compare_view"),
-    View("Where does it look?", "Look", "where", "where_view", PRETRAINED),
+    View("Where does it look?", "Look", "where", "where_view"),  # own weights: their one layer's heads
     View("Two sentences", "Look", "two_sentences", "two_view"),  # its needs depend on the model's parts: checked there
-    View("Head roles", "Explain", "roles", "roles_view", SELF),
-    View("Corpus", "Explain", "corpus", "corpus_view", SELF),
+    View("Head roles", "Explain", "roles", "roles_view", ONE_TEXT),
+    View(
+        "Corpus",
+        "Explain",
+        "corpus",
+        "corpus_view",
+        SELF,
+        "runs a pretrained model over many texts and sums its heads' role scores; own weights have no model to "
+        "run a corpus through (Head roles scores their one layer on the sidebar's text)",
+    ),
     View("Induction", "Explain", "induction", "induction_view"),  # a decoder: checked there, naming the model's kind
-    View("Circuits", "Explain", "circuits", "circuits_view", SELF),
+    View("Circuits", "Explain", "circuits", "circuits_view", ONE_TEXT),  # own weights: W_Q·W_Kᵀ, W_V·W_O too
     View("Next token", "Explain", "next_token", "next_token_view"),  # a causal LM with its head: checked there
-    View("Rollout", "Explain", "rollout", "rollout_view", SELF),
+    View(
+        "Rollout",
+        "Explain",
+        "rollout",
+        "rollout_view",
+        SELF,
+        "multiplies the attention of a stack of layers (attention rollout); own weights are a single layer, whose "
+        "rollout would only be its own pattern averaged with the identity",
+    ),
     View("Head count", "What if", "head_count", "headcount_view"),
     View("W^O", "What if", "wo", "wo_view"),
-    View("Ablation", "What if", "ablation", "ablation_view", PRETRAINED),
-    View("Head importance", "What if", "importance", "importance_view", PRETRAINED),
-    View("Patching", "What if", "patching", "patching_view", PRETRAINED),  # what if one head had the other text's value
-    View("Variants", "What if", "variants", "variants_view", PRETRAINED),
+    View(
+        "Ablation",
+        "What if",
+        "ablation",
+        "ablation_view",
+        PRETRAINED,
+        f"zeroes heads and measures how a pretrained model's output changes; {NO_OUTPUT} (the W^O tab zeroes this "
+        "layer's heads and shows how its attention output changes)",
+    ),
+    View(
+        "Head importance",
+        "What if",
+        "importance",
+        "importance_view",
+        PRETRAINED,
+        f"scores each head by how much a pretrained model's output changes without it; {NO_OUTPUT}",
+    ),
+    View(
+        "Patching",
+        "What if",
+        "patching",
+        "patching_view",
+        PRETRAINED,  # what if one head had the other text's value
+        f"moves a head's output from one run of a pretrained model into another and measures the model's output; "
+        f"{NO_OUTPUT}",
+    ),
+    View(
+        "Variants",
+        "What if",
+        "variants",
+        "variants_view",
+        PRETRAINED,
+        "converts a pretrained model's heads (grouped-query, MoH) and measures how its output changes; for own "
+        "weights choose a layer variant in the sidebar instead (the Lesson and Step by step show its steps)",
+    ),
 )
 BY_NAME = {v.name: v for v in REGISTRY}
 VIEW_GROUPS = {g: tuple(v.name for v in REGISTRY if v.group == g) for g in GROUPS}

@@ -67,10 +67,16 @@ def circuits_view(ctx: Ctx) -> None:
             "key": [b for _, b, _ in pairs["qk"]],
             "score": [f"{v:.3g}" for _, _, v in pairs["qk"]],
         })  # fmt: skip
-    st.caption(
-        "Token pairs use the raw token embeddings, leaving out the layer norms, positions and every earlier layer: "
-        "they show what the weights lean towards, not what this text computes (the Heads tab shows that)."
-    )
+    if ctx.base.own:  # own weights have no vocabulary: their pairs are the text's tokens as X gives them
+        st.caption(
+            "Own weights: each token of the text is its row of X (the embeddings the sidebar chose), and what a head "
+            "moves is read against the same rows. One layer, so the copying map below is one row."
+        )
+    else:
+        st.caption(
+            "Token pairs use the raw token embeddings, leaving out the layer norms, positions and every earlier "
+            "layer: they show what the weights lean towards, not what this text computes (the Heads tab shows that)."
+        )
     scores = get_copying_map(ctx.config, ctx.part)  # [L, H]
     if not np.isfinite(scores).all():
         st.info("The copying map needs every layer's V as a fixed linear map; this model's is not (see above).")

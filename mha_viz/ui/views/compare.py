@@ -8,6 +8,7 @@ import streamlit as st
 from mha_viz.analysis.patterns import head_distances, head_stats, similarity_order
 from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import head_bars, matrix_heatmap
+from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
@@ -54,7 +55,7 @@ def compare_view(ctx: Ctx) -> None:
         with col:
             title = f"Layer {la}, head {he} [{part}{n} × {len(keys)}]"
             fig = cached_figure("matrix_heatmap", p[rows], keys, labels[rows], title, value_name="weight",
-                                attention=True, zmin=0.0, zmax=top)  # fmt: skip
+                                attention=True, zmin=0.0, zmax=top, title_chars=TITLE_CHARS)  # fmt: skip
             plot(fig, key, ctx.c.image_format)
     st.caption(
         f"A and B share one colour scale, from 0 to {top:.3g} (the larger of their largest weights), so the same "
@@ -69,7 +70,7 @@ def compare_view(ctx: Ctx) -> None:
     with d1:
         title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a}){'' if not part else f' [{part}{n} × {len(keys)}]'}"
         fig = cached_figure("matrix_heatmap", pb[rows] - pa[rows], keys, labels[rows], title, diverging=True,
-                            value_name="Δ weight")  # fmt: skip
+                            value_name="Δ weight", title_chars=TITLE_CHARS)  # fmt: skip
         plot(fig, "cmp_diff", ctx.c.image_format)
     with d2:
         plot(
@@ -79,6 +80,7 @@ def compare_view(ctx: Ctx) -> None:
                 ordered,
                 f"Layer {ctx.layer}: Jensen–Shannon distance between heads (similar heads sit together)",
                 value_name="JS distance",
+                title_chars=TITLE_CHARS,  # drawn half a row wide: the title breaks into lines, never cut
             ),
             "similarity",
             ctx.c.image_format,

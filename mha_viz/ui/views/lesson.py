@@ -24,6 +24,8 @@ from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.views.step_by_step import variant_section
 
 PER_ROW, HEIGHT = 2, 380  # matrices side by side, and their height: Step by step's sizing (two per row, 380 px)
+FIRST_SCREEN, FIRST_HEIGHT = [1, 2], 440  # the first screen's words and map (the map the largest picture on it)
+FIRST_WIDTH = 560  # about how wide that map is drawn at 1280 px (two thirds of the page): its labels' room
 
 
 def wo_words(ctx: Ctx) -> str:
@@ -93,8 +95,8 @@ def _lesson(ctx: Ctx) -> None:
         )
     )  # fmt: skip
     BOXES.button(right, "lesson_open_all", "Every step's matrices and both claims at once (a longer page to draw).")
-    # the first screen: the words beside the head's attention (half the width for a long text's many columns)
-    intro, first = st.columns([3, 2] if len(t.tokens) <= 30 else [2, 3])
+    # the first screen: the head's attention is its largest picture (two thirds of the width), the words beside it
+    intro, first = st.columns(FIRST_SCREEN)
     intro.markdown(
         escaped(
             f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}."
@@ -103,7 +105,7 @@ def _lesson(ctx: Ctx) -> None:
         "1). Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
         "or the head and the lesson follows. Open a step to see how the weights are made."
     )
-    intro.caption(escaped(f"Opened first: {why}." if i == auto else f"This layer's own first choice: {why}."))
+    intro.caption(escaped(_shown_head(i, auto, why)))
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
@@ -113,7 +115,8 @@ def _lesson(ctx: Ctx) -> None:
     if pattern is not None:
         with first:
             shown = window_rows(pattern, rows)
-            fig = lesson_figure(dataclasses.replace(shown, title=f"Head {i}: attention weights {shown.shape}"))
+            fig = lesson_figure(dataclasses.replace(shown, title=f"Head {i}: attention weights {shown.shape}"),
+                                FIRST_HEIGHT, FIRST_WIDTH)  # fmt: skip
             if marked and shown.row_labels == tuple(t.tokens[rows]):
                 fig = mark_row(fig, it - rows.start, t.tokens[it])
             plot(fig, "lesson_first", ctx.c.image_format)
@@ -139,7 +142,18 @@ def _lesson(ctx: Ctx) -> None:
     _claims(ctx, rows)
 
 
-def lesson_figure(p: Panel, height: int = HEIGHT) -> dict:
+def _shown_head(i: int, auto: int, why: str) -> str:
+    """Why head ``i`` is shown: the layer's own first choice (``auto``, ``why``), or the head opened in the session,
+    never a first choice named as if it were the head drawn."""
+    if i == auto:
+        return f"Opened first: {why}."
+    return (
+        f"Shown: head {i}, the opened head (chosen here, in another view, or when the model was chosen). This "
+        f"layer's own first choice would be {why}; pick it above to see it."
+    )
+
+
+def lesson_figure(p: Panel, height: int = HEIGHT, width: int | None = None) -> dict:
     """A step panel's heatmap, finished and kept (a head, layer or text seen before is drawn again from the cache)."""
     if p.kind == "scores":
         return cached_figure(
@@ -156,6 +170,7 @@ def lesson_figure(p: Panel, height: int = HEIGHT) -> dict:
         attention=p.kind == "weights",
         height=height,
         title_chars=TITLE_CHARS,
+        **({} if width is None else {"width": width}),  # (the first screen's map: wider than a half row)
     )
 
 

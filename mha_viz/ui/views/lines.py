@@ -25,6 +25,7 @@ from mha_viz.ui.opened import follow_focus, follow_head, set_linked
 from mha_viz.ui.sidebar import check_int, note_ignored, summarize, url_value
 
 ALL = "(all tokens)"  # the focus choice that draws every query's lines
+TOP_LINES = 12  # the table beside the figure: this many of the heaviest lines drawn
 
 
 def _head_label(i: int) -> str:
@@ -126,11 +127,32 @@ def lines_view(ctx: Ctx) -> None:
     names = ", ".join(_head_label(i) for i in heads)
     about = f"“{focus_label}” as the query" if focus is not None else "every query"
     title = f"{ctx.where.capitalize()}, {names}: {about}"
-    left, _ = st.columns([3, 2])
+    left, right = st.columns([3, 2])
     with left:
         fig = attention_lines(sh.pattern, sh.labels, sh.key_labels, lines, title)
         plot(fig, "lines_fig", ctx.c.image_format, on_select=lambda: _on_click(sh.labels))
+    with right:  # beside the lines, their numbers: the strongest ones drawn
+        _strongest(lines, sh.labels, sh.key_labels, ctx.value_name)
     downloads("lines", csv_data=lines_csv(lines, sh.labels, sh.key_labels, ctx.value_name.replace(" ", "_")))
+
+
+def _strongest(lines: LineSet, labels: Sequence[str], key_labels: Sequence[str], value: str) -> None:
+    """The TOP_LINES heaviest lines drawn, as a table (query, key, head, weight), heaviest first."""
+    order = np.argsort(-lines.weight, kind="stable")[:TOP_LINES]
+    if not order.size:
+        return
+    st.markdown(f"**The {len(order)} strongest lines drawn**")
+    st.dataframe(
+        {
+            "query": [labels[int(lines.query[j])] for j in order],
+            "key": [key_labels[int(lines.key[j])] for j in order],
+            "head": [int(lines.head[j]) for j in order],
+            value: [round(float(lines.weight[j]), 3) for j in order],
+        },
+        hide_index=True,
+        width="stretch",
+        height=35 * (len(order) + 1) + 3,  # every row shown, no inner scrolling
+    )
 
 
 def lines_csv(lines: LineSet, labels: Sequence[str], key_labels: Sequence[str], value: str = "weight") -> bytes:

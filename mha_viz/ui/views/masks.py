@@ -7,13 +7,14 @@ import streamlit as st
 
 from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
+from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS
 from mha_viz.figures.masks import padded_pattern
 from mha_viz.studies.padding import PaddedBatch, own_padded_batch, padded_batch
 from mha_viz.ui.cache import get_model, get_recording, model_of
-from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.memo import sized_cache
+from mha_viz.ui.opened import follow_head
 from mha_viz.ui.sidebar import MAX_TEXT_CHARS, check_text
 
 PAD_TEXT = "The animal was tired"
@@ -41,8 +42,9 @@ def masks_view(ctx: Ctx) -> None:
     )  # fmt: skip
     pb = get_padded(ctx.config, ctx.c.text, second, ctx.layer)
     heads = list(range(pb.pattern.shape[1]))
-    valid_choice("pad_head", heads, 0)
-    i = int(st.selectbox("Head", heads, key="pad_head", bind="query-params"))
+    took = follow_head(ctx, "pad_head", len(heads))  # the opened head (a choice here opens it everywhere)
+    i = int(st.selectbox("Head", heads, key="pad_head", format_func=lambda j: f"head {j}", bind="query-params",
+                         on_change=took))  # fmt: skip
     row = pb.shorter
     real, n = pb.lengths[row], pb.ids.shape[1]
     engine = "our engine with a key mask (own weights)" if ctx.base.own else f"{ctx.base.model_name}, one forward pass"
@@ -56,7 +58,7 @@ def masks_view(ctx: Ctx) -> None:
     with left:
         m = n if n <= real + 2 * SHOWN_PADS else real + SHOWN_PADS  # much padding: its block and a few pads
         cut = f", first {m} of {n} positions" if m < n else ""
-        title = f"Padded batch, sentence {row + 1}, {ctx.where}, head {i}   [{n} × {n}{cut}]"
+        title = f"Padded batch [{n} × {n}{cut}]: sentence {row + 1}, {ctx.where}, head {i}"  # (breaks after ":")
         fig = padded_pattern(pb.pattern[row, i].numpy()[:m, :m], pb.labels[row][:m], real, title)
         plot(fig, "mask_padded", ctx.c.image_format)
         if m < n:
@@ -97,8 +99,9 @@ def _causal(ctx: Ctx, head: int) -> None:
         return
     t = ctx.trace(x=False, causal=True)
     tok = list(t.tokens)
-    title = f"What if: causal mask, {ctx.where}, head {head}   [{len(tok)} × {len(tok)}]"
-    fig = matrix_heatmap(t.pattern[head].numpy(), tok, tok, title, value_name="weight", attention=True)
+    title = f"What if: causal mask [{len(tok)} × {len(tok)}], {ctx.where}, head {head}"
+    fig = matrix_heatmap(t.pattern[head].numpy(), tok, tok, title, value_name="weight", attention=True,
+                         title_chars=HALF_ROW_TITLE_CHARS)  # fmt: skip
     plot(fig, "mask_causal", ctx.c.image_format)
     st.caption(
         "The causal (look-ahead) mask lets token t see only tokens ≤ t: scores above the diagonal become −∞, so "

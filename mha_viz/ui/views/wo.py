@@ -1,5 +1,5 @@
-"""The W^O tab: W^O itself (one band per head), what each head adds after it, the one-head check, and W^O
-swapped for another to compare (a what-if)."""
+"""The W^O tab: W^O itself (one band per head) beside the W^O a what-if swaps in, what the output change means,
+what each head adds after it, and the one-head check."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_viz.analysis.patterns import contribution_norms, output_change
 from mha_viz.config import MAX_SEED
+from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.ui.choices import valid_choice, valid_choices
 from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
@@ -68,18 +69,30 @@ def _intro(ctx: Ctx) -> str:
     )
 
 
+def _in_use(edits: dict, own: str) -> str:
+    """The W^O the what-if uses, in words (``own``: how the layer's own W^O came to be)."""
+    if edits.get("wo") == "identity":
+        return "identity (the heads only concatenated)"
+    if edits.get("wo") == "random":
+        return f"random orthogonal, seed {edits['wo_seed']}"
+    if "ablate" in edits:
+        heads = ", ".join(str(i) for i in edits["ablate"])
+        return f"{own}, head{'s' if len(edits['ablate']) > 1 else ''} {heads} zeroed" if heads else f"{own}, as is"
+    (head, factor), *_ = edits["head_scale"]
+    return f"{own}, head {head} × {factor:g}"
+
+
+MEANING = {
+    "identity": "how much W^O's mixing of the heads changes each token's output",
+    "random": "what this layer's own W^O adds over an arbitrary rotation of the concatenated heads",
+    "ablate": "how much each token's output depends on the zeroed heads",
+    "scale": "how much each token's output moves when one head is turned up or down",
+}
+
+
 def wo_view(ctx: Ctx) -> None:
     base = ctx.trace(x=False)
-    own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
     st.markdown(_intro(ctx))
-    fig, note = cached_wo_figure(
-        base.W_O.numpy(),
-        f"W^O of {ctx.where} ({own})   [{base.W_O.shape[0] * base.W_O.shape[1]} × {base.W_O.shape[2]}], one band per "
-        + ("head" if base.routing is None else "head of each expert (each token uses those of its chosen experts)"),
-    )
-    plot(fig, "wo_matrix", ctx.c.image_format)
-    if note:
-        st.caption(note)
     _what_if(ctx)
     st.markdown("**One head and W^O = identity is plain single-head self-attention** (the check of the Lesson tab)")
     show_identity_claim(ctx, base.tokens, "wo_identity", st.caption)
@@ -92,9 +105,26 @@ def _what_if(ctx: Ctx) -> None:
     factor) reruns only this part."""
     base = ctx.trace(x=False)
     h = base.n_heads
+    own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
     cosine = "cosine to the output with the " + ("learned" if not ctx.base.own else "original") + " W^O"
     edits = _wo_edits(h)
     t = ctx.trace(x=False, **edits)
+    bands = "head" if base.routing is None else "head of each expert (each token uses those of its chosen experts)"
+    size = f"[{base.W_O.shape[0] * base.W_O.shape[1]} × {base.W_O.shape[2]}]"
+    notes = []
+    for col, w, title, key in zip(
+        st.columns(2),
+        (base.W_O, t.W_O),
+        (f"W^O of {ctx.where} ({own})", f"W^O in use: {_in_use(edits, own)}"),
+        ("wo_matrix", "wo_in_use"),
+        strict=True,
+    ):
+        with col:
+            fig, note = cached_wo_figure(w.numpy(), f"{title}   {size}, one band per {bands}", TITLE_CHARS)
+            plot(fig, key, ctx.c.image_format)
+            notes.append(note)
+    for note in dict.fromkeys(n for n in notes if n):
+        st.caption(note)
     labels = t.tokens
     change = output_change(base.output.numpy(), t.output.numpy())
     fig = cached_figure(
@@ -104,6 +134,11 @@ def _what_if(ctx: Ctx) -> None:
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
     plot(fig, "wo_change", ctx.c.image_format)
+    mode = st.session_state.get("wo_mode", "identity")
+    st.caption(
+        f"What the change means: {MEANING.get(mode, MEANING['identity'])}. Relative change 0: the same output; "
+        "1: a change as large as the output itself. Cosine 1: the same direction; 0: unrelated; −1: reversed."
+    )
     routed = t.routing is not None  # W^O chosen per token: each head through its token's expert, gated
     norms = t.head_out.norm(dim=-1).numpy() if routed else contribution_norms(t.z.numpy(), t.W_O.numpy())  # [h, n]
     fig = cached_figure(
@@ -120,6 +155,7 @@ def _what_if(ctx: Ctx) -> None:
         npz={
             "tokens": np.asarray(labels, dtype=str),
             "W_O": base.W_O.numpy().reshape(base.W_O.shape[0] * base.W_O.shape[1], -1),  # (a routed layer: experts')
+            "W_O_in_use": t.W_O.numpy().reshape(t.W_O.shape[0] * t.W_O.shape[1], -1),
             "head_out_norm": norms.astype(np.float32),
             "output": t.output.numpy(),
             "original_output": base.output.numpy(),
