@@ -34,7 +34,14 @@ MAX_BATCH_CELLS = 2**25  # texts × heads × n² of one padded forward (the mode
 MAX_PADDING = 0.25  # padded positions per real one in a pass, at most
 CORPUS_BATCH = 16  # texts per padded batch of a corpus run (the CLI's default; the Corpus view's estimate)
 MAX_WORDS = 512  # own weights' word tokens: the same cap as word pieces (the bundled tokenizer's model takes 512)
-MAX_UPLOAD_BYTES = 16 * 2**20  # a file uploaded to the dashboard (own weights, a corpus, a stats file)
+MAX_UPLOAD_MB = 16  # a file uploaded to the dashboard (own weights, a corpus, a stats file), in MB: each file
+# uploader is given this number, and the browser refuses bigger files counting 10**6 bytes a MB (1024**2 on Windows)
+MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 10**6  # ... so the server accepts the same: 16,000,000 bytes
+MAX_SESSION_UPLOAD_BYTES = 3 * MAX_UPLOAD_BYTES  # what one session's uploads hold together (serve/uploads.py)
+MAX_UPLOADS_TOTAL_BYTES = 256 * 2**20  # ... and all sessions' uploads in the process
+MAX_UPLOAD_FRAMING_BYTES = 4 * 2**10  # an upload request's multipart framing around its file (names < 1 KB)
+MAX_ISSUED_UPLOADS = 8  # file ids one session may upload to at once (the latest its file uploaders were given)
+MAX_CLIENT_MESSAGE_BYTES = 2**20  # a websocket message from a browser (widget values; texts are <= 12,000 chars)
 MAX_FILE_BYTES = 64 * 2**20  # an own-weights .safetensors file (the CLI's too)
 MAX_HEADER_BYTES = 64 * 2**10  # ... and its JSON header
 MAX_ABS_WEIGHT = 1e4  # |weight| above this can overflow float32 scores (q·k sums d_head products)

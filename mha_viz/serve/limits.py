@@ -20,8 +20,13 @@ hooks in there and nowhere else:
   MHA_VIZ_MAX_SESSIONS_PER_CLIENT per client address; one more is refused before the handshake (HTTP 403 to the
   websocket's upgrade; the browser's page shows Streamlit's "connection error" and retries).
 
+- **Reruns are admitted** per session and per client address, the latest waiting one replacing the one before
+  (reruns.py); **a message over MAX_CLIENT_MESSAGE_BYTES is refused by its frame header** (uvicorn's websocket
+  protocol's limit is lowered per connection: Streamlit sets one server.maxMessageSize for both directions).
+- Other requests pass, but **uploads** go through uploads.py, and **/_stcore/metrics** is 404 in hosted mode.
+
 Behind a reverse proxy the client address is the proxy's unless uvicorn trusts its X-Forwarded-For
-(FORWARDED_ALLOW_IPS; uvicorn trusts 127.0.0.1 by default).
+(FORWARDED_ALLOW_IPS; uvicorn trusts 127.0.0.1 by default; deploy/compose.yaml sets it).
 """
 
 from __future__ import annotations
@@ -29,11 +34,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
 from typing import Any
+
+from mha_viz.config import MAX_CLIENT_MESSAGE_BYTES, hosted
+from mha_viz.serve.reruns import Reruns, run_finished
+from mha_viz.serve.settings import Limits
+from mha_viz.serve.uploads import ROUTE as UPLOAD_ROUTE
+from mha_viz.serve.uploads import Uploads
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -41,40 +50,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 log = logging.getLogger("mha_viz.serve.limits")
 STREAM = "_stcore/stream"
+METRICS = "_stcore/metrics"  # live session counts and upload bytes: not for the public (404 in hosted mode)
 REFUSED_TYPES = frozenset({"clear_cache"})  # BackMsg types no client may send
-
-
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        return default
-    return value if value > 0 and value == value and value != float("inf") else default
-
-
-@dataclass(frozen=True)
-class Limits:
-    # A session costs ~11-14 MB while it lives (a 512-token Heads page; 200 cost +2.8 GB in the issue's soak):
-    # 60 of them ~0.8 GB. The page itself is ~750 kB of messages; 64 MB leaves room for any one page.
-    max_sessions: int = 60  # open page streams in the process
-    max_per_client: int = 10  # from one client address
-    queue_bytes: int = 64 * 2**20  # waiting to be sent to one session
-    total_bytes: int = 256 * 2**20  # waiting to be sent to all sessions together
-    stall_s: float = 120.0  # a client that takes nothing for this long is dropped
-
-    @classmethod
-    def from_env(cls) -> Limits:
-        """The limits this deployment sets (MHA_VIZ_MAX_SESSIONS, MHA_VIZ_MAX_SESSIONS_PER_CLIENT,
-        MHA_VIZ_SEND_QUEUE_MB, MHA_VIZ_SEND_TOTAL_MB, MHA_VIZ_SEND_STALL_S), defaults where unset or unreadable."""
-        d = cls()
-        return cls(
-            max_sessions=int(_env_number("MHA_VIZ_MAX_SESSIONS", d.max_sessions)),
-            max_per_client=int(_env_number("MHA_VIZ_MAX_SESSIONS_PER_CLIENT", d.max_per_client)),
-            queue_bytes=int(_env_number("MHA_VIZ_SEND_QUEUE_MB", d.queue_bytes / 2**20) * 2**20),
-            total_bytes=int(_env_number("MHA_VIZ_SEND_TOTAL_MB", d.total_bytes / 2**20) * 2**20),
-            stall_s=_env_number("MHA_VIZ_SEND_STALL_S", d.stall_s),
-        )
 
 
 def _back_msg_type(data: bytes) -> str | None:
@@ -91,8 +68,11 @@ def _back_msg_type(data: bytes) -> str | None:
 class _Stream:
     """One page stream: its queue of messages waiting to be sent, and the task that sends them."""
 
-    def __init__(self, guard: StreamGuard, send: Send) -> None:
+    def __init__(self, guard: StreamGuard, send: Send, client: str) -> None:
         self.guard, self._send = guard, send
+        self.runs = guard.reruns.open(client)
+        self.held: Message | None = None  # a rerun waiting for its admission (reruns.py)
+        self._got: asyncio.Future | None = None  # the client's next message, asked for
         self.queue: deque[Message] = deque()
         self.waiting = 0  # bytes in the queue
         self.dropped = asyncio.Event()
@@ -106,6 +86,9 @@ class _Stream:
             raise WebSocketDisconnect(1008)
         if message["type"] == "websocket.accept":
             await self._send(message)
+            conn = getattr(getattr(self._send, "__self__", None), "conn", None)  # uvicorn's websockets protocol
+            if hasattr(conn, "max_message_size"):  # a bigger frame is refused by its header, before it is read
+                conn.max_message_size = MAX_CLIENT_MESSAGE_BYTES
             self._task = asyncio.create_task(self._sender(), name="mha-viz-ws-send")
             return
         if self._task is None:  # refused before the handshake, or Streamlit's own close of a bad frame
@@ -113,6 +96,8 @@ class _Stream:
             return
         self.queue.append(message)
         size = len(message.get("bytes") or message.get("text") or b"")
+        if size <= 1024 and run_finished(message.get("bytes") or b""):
+            self.guard.reruns.finished(self.runs)
         self.waiting += size
         self.guard.waiting += size
         self._ready.set()
@@ -162,21 +147,36 @@ class _Stream:
 
     def receive(self, receive: Receive) -> Receive:
         async def guarded() -> Message:
+            reruns = self.guard.reruns
             while True:
                 if self.dropped.is_set():
                     return {"type": "websocket.disconnect", "code": 1008}
-                got = asyncio.ensure_future(receive())
+                if self.held is not None and reruns.admit(self.runs):
+                    message, self.held = self.held, None
+                    return message
+                got = self._got = self._got or asyncio.ensure_future(receive())
                 gone = asyncio.ensure_future(self.dropped.wait())
-                await asyncio.wait({got, gone}, return_when=asyncio.FIRST_COMPLETED)
+                wait = None if self.held is None else reruns.wait_s(self.runs)
+                await asyncio.wait({got, gone}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
                 gone.cancel()
                 if not got.done():
-                    got.cancel()
                     continue
-                message = got.result()
+                message, self._got = got.result(), None
                 data = message.get("bytes") if message["type"] == "websocket.receive" else None
-                if data and (kind := _back_msg_type(data)) in REFUSED_TYPES:
+                if data and len(data) > MAX_CLIENT_MESSAGE_BYTES:  # where the protocol's own limit did not apply
+                    self.drop(f"a message of {len(data):,} bytes from the client")
+                    continue
+                kind = _back_msg_type(data) if data else None
+                if kind in REFUSED_TYPES:
                     log.warning("refused a %s message from a client", kind)
                     continue
+                if kind == "rerun_script":
+                    if self.held is not None:
+                        self.runs.coalesced += 1
+                    self.held = message  # the latest rerun wins; it goes on when admitted (above)
+                    continue
+                if message["type"] == "websocket.disconnect":
+                    self.held = None
                 return message
 
         return guarded
@@ -194,6 +194,12 @@ class _Stream:
             await self._task
         self._forget()
 
+    def closed(self) -> None:
+        """Its websocket is gone: its place in the rerun limits goes, and the client's next message is not awaited."""
+        self.guard.reruns.close(self.runs)
+        if self._got is not None:
+            self._got.cancel()
+
 
 class StreamGuard:
     """ASGI middleware: the limits above on Streamlit's page stream; every other request passes untouched."""
@@ -204,9 +210,20 @@ class StreamGuard:
         self.streams: set[_Stream] = set()
         self.per_client: dict[str, int] = {}
         self.waiting = 0  # bytes waiting in all streams
+        self.reruns = Reruns.from_env()
+        self.uploads = Uploads.from_env()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket" or not scope.get("path", "").rstrip("/").endswith(STREAM):
+        self.uploads.attach()  # once the runtime exists: its upload URLs and disconnects go through Uploads
+        path = scope.get("path", "").rstrip("/")
+        if scope["type"] == "http" and UPLOAD_ROUTE.search(path):
+            await self.uploads.guard(scope, receive, send, self.app)
+            return
+        if scope["type"] == "http" and path.endswith(METRICS) and hosted():
+            await send({"type": "http.response.start", "status": 404, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if scope["type"] != "websocket" or not path.endswith(STREAM):
             await self.app(scope, receive, send)
             return
         client = (scope.get("client") or ("?", 0))[0]
@@ -216,7 +233,7 @@ class StreamGuard:
             await receive()  # websocket.connect
             await send({"type": "websocket.close", "code": 1013})
             return
-        stream = _Stream(self, send)
+        stream = _Stream(self, send, client)
         self.streams.add(stream)
         self.per_client[client] = self.per_client.get(client, 0) + 1
         try:
@@ -226,6 +243,7 @@ class StreamGuard:
             self.per_client[client] -= 1
             if not self.per_client[client]:
                 del self.per_client[client]
+            stream.closed()
             await stream.close()
 
 

@@ -31,8 +31,8 @@ COOKIE = "MHA_VIZ_REPLICA"
 
 
 @contextlib.contextmanager
-def proxy(replicas: list[str]) -> Iterator[str]:
-    """HAProxy with deploy/haproxy.cfg in front of ``replicas`` (two base URLs); yields the proxy's URL."""
+def proxy(replicas: list[str], config: Path = CONFIG) -> Iterator[str]:
+    """HAProxy with deploy/haproxy.cfg (or ``config``) in front of ``replicas`` (two base URLs); yields its URL."""
     if not os.access(HAPROXY, os.X_OK):
         pytest.fail(
             "HAProxy not found; the replica test needs it (Debian: sudo apt-get install haproxy; "
@@ -43,12 +43,12 @@ def proxy(replicas: list[str]) -> Iterator[str]:
     env = {**os.environ, "MHA_VIZ_PROXY_BIND": f"127.0.0.1:{port}"}
     for i, url in enumerate(replicas, 1):
         env[f"MHA_VIZ_APP{i}"] = url.removeprefix("http://")
-    check = subprocess.run([HAPROXY, "-c", "-q", "-f", str(CONFIG)], env=env, capture_output=True, text=True)
+    check = subprocess.run([HAPROXY, "-c", "-q", "-f", str(config)], env=env, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
     log_dir = Path(tempfile.mkdtemp(prefix="mha-viz-proxy-"))
     log = log_dir / "haproxy.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([HAPROXY, "-db", "-f", str(CONFIG)], env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -105,3 +105,61 @@ def test_two_browsers_two_replicas_each_keeps_its_own(browser: Browser, proxied:
     finally:
         for ctx in contexts:
             ctx.close()
+
+
+# --- issue 35 §4.4: each visitor has its own caps behind the proxy ------------------------------------------------
+PROXY_SOURCE = "127.0.0.5"  # stands for the proxy container's address: uvicorn trusts only 127.0.0.1 by itself
+
+
+async def _streams(url: str, source: str, n: int, kept: list, forwarded: str = "") -> int:
+    """Open n page streams through the proxy from local address ``source`` (with a forged X-Forwarded-For when
+    given); how many were accepted (they stay open, in ``kept``)."""
+    import websockets
+
+    headers = {"X-Forwarded-For": forwarded} if forwarded else None
+    got = 0
+    for _ in range(n):
+        try:
+            ws = await websockets.connect(
+                url.replace("http://", "ws://") + "/_stcore/stream", subprotocols=["streamlit"], local_addr=(source, 0),
+                additional_headers=headers, open_timeout=30,
+            )  # fmt: skip
+        except websockets.exceptions.InvalidStatus:
+            continue
+        kept.append(ws)
+        got += 1
+    return got
+
+
+async def _three_clients(url: str) -> tuple[int, int, int]:
+    kept: list = []
+    try:
+        return (
+            await _streams(url, "127.0.0.2", 6, kept),
+            await _streams(url, "127.0.0.3", 6, kept),
+            await _streams(url, "127.0.0.2", 4, kept, forwarded="127.0.0.9"),
+        )
+    finally:
+        for ws in kept:
+            await ws.close()
+
+
+def test_two_clients_behind_the_proxy_have_their_own_caps(tmp_path: Path) -> None:
+    """deploy/compose.yaml trusts its proxy's X-Forwarded-For (main: no FORWARDED_ALLOW_IPS, so every visitor
+    counted as the proxy: one client holding 20 streams locked everyone out). The same setting on loopback, the
+    proxy connecting from PROXY_SOURCE: client A (127.0.0.2) gets 2 streams per replica, client B (127.0.0.3) still
+    gets its own 2 per replica, and A naming another address in X-Forwarded-For gets nothing more."""
+    import yaml
+
+    from tests.stream_client import run_async
+
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    app_env = compose["x-app"]["environment"]
+    assert app_env.get("FORWARDED_ALLOW_IPS") == compose["services"]["proxy"]["networks"]["web"]["ipv4_address"]
+    env = {**app_env, "FORWARDED_ALLOW_IPS": PROXY_SOURCE, "MHA_VIZ_MAX_SESSIONS_PER_CLIENT": "2"}
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(CONFIG.read_text().replace("backend apps\n", f"backend apps\n    source {PROXY_SOURCE}\n"))
+    with serve_app(env) as a, serve_app(env) as b, proxy([a, b], config) as url:
+        got_a, got_b, forged = run_async(_three_clients(url))
+    print(f"through the proxy: A {got_a} of 6 streams, B {got_b} of 6, A with a forged address {forged} of 4")
+    assert (got_a, got_b, forged) == (4, 4, 0)
