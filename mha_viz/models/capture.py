@@ -5,8 +5,9 @@ eager attention (``eager_attention_forward`` of its modeling module), so the mod
 it computes with "eager". Only while a Recorder is active *in the calling context* (a ContextVar: each
 thread, so each app session, has its own) does it record what the model used — q, k, v after rotary
 embeddings and QK-norm, the mask as applied, the scaling, soft-cap and position bias — check our own
-recomputation against the model's weights, and optionally zero heads on their way into W^O or replace
-values the model computed (a head's q, k, v or output: activation patching) by given ones.
+recomputation against the model's weights. What an experiment does to a call (zero heads, patch values, share
+K/V, rotate, route, mask keys per head) is an intervention (interventions.py) applied around the model's own
+attention: their ``pre`` steps, the model's eager attention, their ``post`` steps, then the record.
 Two requests tracing through the same shared model at once never see each other's tensors, and no lock
 is needed: nothing per-request is stored on the model.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mha_viz.models.call import Call
+from mha_viz.models.interventions import Intervention
 from mha_viz.models.self_check import self_check
 from mha_viz.trace import MhaVizError
 
@@ -37,21 +39,11 @@ Replacement = tuple[torch.Tensor | None, torch.Tensor]
 @dataclass(eq=False)
 class Recorder:
     """What one request records. ``parts`` maps id(attention module) to its part ("encoder", "decoder",
-    "cross"); ``ablate`` maps (part, layer) to heads zeroed on their way into W^O for this pass only."""
+    "cross"); ``plan`` maps (part, layer) to what is done to that call for this pass only."""
 
     parts: Mapping[int, str] = field(default_factory=dict)
-    ablate: Mapping[tuple[str, int], Sequence[int]] = field(default_factory=dict)
-    # (part, layer, "q" | "k" | "v" | "out") -> values put in place of the model's, for this pass only
-    replace: Mapping[tuple[str, int, str], Replacement] = field(default_factory=dict)
-    # (part, layer) -> groups of K/V heads whose keys and values are replaced by the group's mean (GQA conversion)
-    share: Mapping[tuple[str, int], Sequence[Sequence[int]]] = field(default_factory=dict)
-    # (part, layer) -> (R_K, R_V) [n_kv_heads, d_head, d_head] orthogonal: each K/V head's keys and values rotated
-    # (its query heads' queries by R_K, their outputs back by R_V^T) before ``share`` pools them (2412.20677)
-    rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
-    # (part, layer) -> per-token head mask [q_pos, n_heads] (1 keep, 0 zero) applied on the way into W^O
-    head_mask: Mapping[tuple[str, int], torch.Tensor] = field(default_factory=dict)
-    # route(part, layer, attn_output [b, q_pos, n_heads, d_head]) -> mask [b, q_pos, n_heads] or None (no change)
-    route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None
+    # (part, layer) -> that call's interventions in stage order (interventions.plan_of), for this pass only
+    plan: Mapping[tuple[str, int], tuple[Intervention, ...]] = field(default_factory=dict)
     keep: bool = True  # False: only ablate, record nothing (whole-model runs)
     only: tuple[str, int] | None = None  # record only this (part, layer); None: every call
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
@@ -152,30 +144,14 @@ def mha_viz_attention(
     again = rec.prev is not None and rec.prev[0] == id(module) and rec.prev[2] is query and rec.prev[3] is key
     layer = rec.prev[1] if again else rec.next_layer(part)
     rec.prev = (id(module), layer, query, key)
-    rot = rec.rotate.get((part, layer))
-    if rot is not None:
-        query, key, value = rotated(query, key, value, *rot)
-    groups = rec.share.get((part, layer))
-    if groups:
-        key, value = shared(key, groups), shared(value, groups)
-    if rec.replace:
-        query, key, value = (_replaced(rec, (part, layer, n), t) for n, t in (("q", query), ("k", key), ("v", value)))
+    steps = rec.plan.get((part, layer), ())  # this call's interventions, in stage order (interventions.py)
+    for step in steps:
+        query, key, value = step.pre(query, key, value)
+    for step in steps:
+        attention_mask = step.mask(attention_mask, query, key)
     out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
-    if rot is not None:
-        rv = rot[1].to(out.device, out.dtype).repeat_interleave(out.shape[2] // rot[1].shape[0], 0)  # [h, dh, dh]
-        out = torch.einsum("bqhe,hde->bqhd", out, rv)  # z_h R_V^T: back to the head's own value basis
-    heads = rec.ablate.get((part, layer))
-    if heads:
-        out = out.clone()
-        out[:, :, list(heads), :] = 0  # zeroed on the way into W^O
-    mask = rec.head_mask.get((part, layer))
-    if mask is not None:
-        out = out * mask.to(out.device, out.dtype)[None, :, :, None]  # [b, q_pos, n_heads, d_head]
-    routed = rec.route(part, layer, out) if rec.route is not None else None
-    if routed is not None:
-        out = out * routed.to(out.device, out.dtype)[..., None]  # [b, q_pos, n_heads, d_head]
-    if rec.replace:
-        out = _replaced(rec, (part, layer, "out"), out)  # [b, q_pos, n_heads, d_head]
+    for step in steps:
+        out = step.post(out)  # [b, q_pos, n_heads, d_head]
     if again and rec.wants(part, layer) and id(module) in rec.last:
         if rec.extras:  # DiffLlama: the same weights over the second half of V (models/differential.py)
             rec.last[id(module)].v2 = cpu32(value)
@@ -188,38 +164,6 @@ def mha_viz_attention(
         if rec.progress is not None:
             rec.progress(rec.made)
     return out, weights
-
-
-def rotated(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, r_k: torch.Tensor, r_v: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each K/V head's keys and values times its orthogonal R_K, R_V, and each query head's queries times its K/V
-    head's R_K: the scores (Q R)(K R)ᵀ = Q Kᵀ are unchanged. Shapes: query [b, h, q, dh]; key, value
-    [b, kv, k, dh]; r_k, r_v [kv, dh, dh]."""
-    r_k, r_v = r_k.to(key.device, key.dtype), r_v.to(key.device, key.dtype)
-    rq = r_k.repeat_interleave(query.shape[1] // r_k.shape[0], 0)  # [h, dh, dh]
-    return (torch.einsum("bhqd,hde->bhqe", query, rq), torch.einsum("bkpd,kde->bkpe", key, r_k),
-            torch.einsum("bkpd,kde->bkpe", value, r_v))  # fmt: skip
-
-
-def shared(t: torch.Tensor, groups: Sequence[Sequence[int]]) -> torch.Tensor:
-    """``t`` with each group's K/V heads replaced by their mean (a new tensor): the pooled head every member's
-    query heads read. Exact for a linear projection (and after rotary embeddings, the same rotation for every head).
-    Shapes: t [b, n_kv_heads, pos, d_head] -> the same."""
-    out = t.clone()
-    for g in groups:
-        out[:, list(g)] = t[:, list(g)].mean(1, keepdim=True)  # [b, |g|, pos, d_head]
-    return out
-
-
-def _replaced(rec: Recorder, key: tuple[str, int, str], t: torch.Tensor) -> torch.Tensor:
-    """``t`` with the replacement planned for ``key`` put in (a new tensor), or ``t`` itself."""
-    found = rec.replace.get(key)
-    if found is None:
-        return t
-    where, values = found
-    values = values.to(device=t.device, dtype=t.dtype)
-    return t + values if where is None else torch.where(where.to(t.device), values, t)
 
 
 def _record(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ import torch
 
 from mha_viz.models.call import Call
 from mha_viz.models.capture import Recorder, Replacement, StopForward, recording
+from mha_viz.models.interventions import Ablate, HeadMask, Intervention, Replace, Rotate, Route, ShareKV, plan_of
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.offload import linear_in_out
 from mha_viz.trace import MhaVizError
@@ -45,9 +47,14 @@ def run_model(
     route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None,
     position_ids: torch.Tensor | None = None,
     progress: Callable[[int], None] | None = None,
+    interventions: Sequence[Intervention] = (),
 ) -> ModelRun:
-    """Run the whole model once, recording every attention call (``record``) and zeroing the heads in
-    ``ablate`` {(part, layer): heads} on their way into W^O, for this pass only.
+    """Run the whole model once, recording every attention call (``record``), with ``interventions``
+    (interventions.py: what is done to a call for this pass only, applied in their stage order).
+
+    The keywords ablate, replace, share, rotate, head_mask and route are the older way to ask for the same
+    interventions (kept while callers move to pipeline.run; converted in one place, ``_from_keywords``):
+    ``ablate`` {(part, layer): heads} zeroes the heads on their way into W^O.
 
     ``replace`` {(part, layer, what): (where, values)} puts values in place of what the model computed, for this
     pass only (activation patching): what "q", "k", "v" (transformers' layout [b, heads, pos, d_head], k and v per
@@ -56,10 +63,10 @@ def run_model(
     or with where None tensor + values.
 
     ``share`` {(part, layer): groups of K/V heads} converts those layers to grouped-query attention for this pass
-    only: each group's keys and values become the group's mean (capture.shared), read by every member's query heads.
+    only: each group's keys and values become the group's mean (interventions.shared), read by its members' query heads.
 
     ``rotate`` {(part, layer): (R_K, R_V) [n_kv_heads, d_head, d_head]} rotates each K/V head's keys and values
-    (and its query heads' queries, their outputs back) before ``share`` pools them (capture.rotated): exact alone.
+    (and its query heads' queries, their outputs back) before ``share`` pools them (interventions.rotated): exact alone.
 
     ``head_mask`` {(part, layer): [q_pos, n_heads] mask} multiplies each token's heads on their way into W^O (0:
     that head zeroed for that token); ``route(part, layer, out)`` does the same with a mask [b, q_pos, n_heads]
@@ -80,25 +87,12 @@ def run_model(
         raise MhaVizError(f"{lm.name} is an encoder-decoder model: give the decoder's text too (target)")
     if not lm.encoder_decoder and decoder_ids is not None:
         raise MhaVizError(f"{lm.name} has no decoder input; a target text is only for encoder-decoder models")
-    plan = {(p, la): sorted({int(h) for h in hs}) for (p, la), hs in (ablate or {}).items() if hs}
-    for (p, la), heads in plan.items():
-        lm.site(p, la)
-        bad = [h for h in heads if not 0 <= h < lm.n_heads]
-        if bad:
-            raise MhaVizError(f"head {bad[0]} does not exist; heads are numbered 0 to {lm.n_heads - 1}")
-    for p, la, what in replace or {}:
-        lm.site(p, la)
-        if what not in ("q", "k", "v", "out"):
-            raise MhaVizError(f"{what!r} cannot be replaced; choose q, k, v or out")
-    for (p, la), groups in (share or {}).items():
-        lm.site(p, la)
-        flat = [int(h) for g in groups for h in g]
-        if len(set(flat)) != len(flat) or not all(0 <= h < lm.n_kv_heads for h in flat):
-            raise MhaVizError(f"K/V head groups must not overlap and are numbered 0 to {lm.n_kv_heads - 1}")
+    steps = [*_from_keywords(lm, ablate, replace, share, head_mask, rotate, route), *interventions]
+    for step in steps:
+        step.check(lm)
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, ablate=plan, keep=record, extras=extras, tile_cells=tile_cells, only=only,
-                   replace=dict(replace or {}), share=dict(share or {}), head_mask=dict(head_mask or {}),
-                   rotate=dict(rotate or {}), route=route, progress=progress)  # fmt: skip
+    rec = Recorder(parts=parts, plan=plan_of(steps), keep=record, extras=extras, tile_cells=tile_cells, only=only,
+                   progress=progress)  # fmt: skip
     dev = lm.device
     kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass
@@ -122,6 +116,26 @@ def run_model(
         hidden=hidden[-1].detach().float().cpu(),
         logits=None if logits is None or not extras else logits.detach().float().cpu(),
     )
+
+
+def _from_keywords(
+    lm: LoadedModel,
+    ablate: Mapping[tuple[str, int], Sequence[int]] | None,
+    replace: Mapping[tuple[str, int, str], Replacement] | None,
+    share: Mapping[tuple[str, int], Sequence[Sequence[int]]] | None,
+    head_mask: Mapping[tuple[str, int], torch.Tensor] | None,
+    rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] | None,
+    route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None,
+) -> list[Intervention]:
+    """run_model's older keywords as interventions (the one place they are converted)."""
+    steps: list[Intervention] = [Ablate(p, la, tuple(hs)) for (p, la), hs in (ablate or {}).items() if hs]
+    steps += [Replace(p, la, what, values, where) for (p, la, what), (where, values) in (replace or {}).items()]
+    steps += [ShareKV(p, la, tuple(tuple(int(h) for h in g) for g in gs)) for (p, la), gs in (share or {}).items()]
+    steps += [Rotate(p, la, r_k, r_v) for (p, la), (r_k, r_v) in (rotate or {}).items()]
+    steps += [HeadMask(p, la, m) for (p, la), m in (head_mask or {}).items()]
+    if route is not None:  # called for every attention call, as route(part, layer, out)
+        steps += [Route(s.part, s.layer, functools.partial(route, s.part, s.layer)) for s in lm.sites]
+    return steps
 
 
 def output_projection(lm: LoadedModel, part: str, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -1,5 +1,6 @@
 """The road: (model, text, settings) -> a recording of every attention call -> one layer's AttentionTrace.
 
+door.py is the one way to run a model with interventions (``run(lm, ids, Ablate(...), ...)``);
 road.py records and computes every pattern the app shows (the one engine for a layer); what_ifs.py the edits
 of a layer's weights and W^O; own_road.py own weights' one layer; rows.py the same patterns for long texts a few
 query rows at a time; batch.py several texts per forward; budget.py and admission.py what a request may cost.
@@ -12,7 +13,7 @@ from typing import Any
 _SUBMODULES = {p.stem for p in Path(__file__).parent.glob("*.py")}
 
 
-_ROAD = ("mha_viz.pipeline.road", "mha_viz.pipeline.own_road", "mha_viz.pipeline.what_ifs")
+_ROAD = ("mha_viz.pipeline.door", "mha_viz.pipeline.road", "mha_viz.pipeline.own_road", "mha_viz.pipeline.what_ifs")
 
 
 def __getattr__(name: str) -> Any:

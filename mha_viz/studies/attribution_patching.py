@@ -4,7 +4,7 @@ Discovery"): every head's patching effect estimated to first order from one forw
     patched(l, h) − corrupted ≈ Σ_{pos, d_head} (a_clean − a_corrupted)[l, pos, h] · ∂metric/∂a [l, pos, h]
 
 with a a head's output (its slice of W^O's input) or its q, k or v (k, v per K/V head), the gradient taken on the
-corrupted run. A zero leaf tensor is added to every layer's activation through Recorder.replace (the pass is the
+corrupted run. A zero leaf tensor is added to every layer's activation through a Replace intervention (the pass is the
 corrupted run itself), so its gradient is what the model sends back to that activation along every path;
 torch.autograd.grad asks for nothing else (no parameter gains a .grad: the shared model is untouched). Exact
 where the metric is linear in the activation; a screen for real patching elsewhere.
@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from mha_viz.models.capture import Recorder, recording
+from mha_viz.pipeline import Replace, plan_of
 from mha_viz.studies.patching import WHATS, Pair, record_sources
 from mha_viz.trace import MhaVizError
 
@@ -31,7 +32,7 @@ def attribution(pair: Pair, what: str = "out") -> np.ndarray:
     dtype = next(lm.model.parameters()).dtype
     leaves = [torch.zeros_like(corrupted[(la, what)], device=dev, dtype=dtype, requires_grad=True) for la in range(L)]
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, keep=False, replace={(part, la, what): (None, leaves[la]) for la in range(L)})
+    rec = Recorder(parts=parts, keep=False, plan=plan_of(Replace(part, la, what, leaves[la]) for la in range(L)))
     kwargs = {"use_cache": False} if lm.causal_lm else {}
     with torch.enable_grad(), recording(rec):
         out = lm.model(input_ids=pair.corrupt_ids.to(dev), output_hidden_states=True, **kwargs)

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz import pipeline
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import run_model
+from mha_viz.pipeline import Ablate, Intervention
 from mha_viz.pipeline.road import encode
 from mha_viz.trace import MhaVizError
 
@@ -77,7 +78,7 @@ class Scorer:
         tokens, target_tokens = encode(self.lm, text, target)
         ids = torch.tensor([tokens.ids])
         dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
-        out = run_model(self.lm, ids, decoder_ids=dec, record=False)
+        out = pipeline.run(self.lm, ids, decoder_ids=dec, record=False)
         return _Text(ids, dec, self._value(out, ids if dec is None else dec))
 
     def _value(self, out, ids: torch.Tensor) -> torch.Tensor:
@@ -85,18 +86,19 @@ class Scorer:
 
     def score(self, removed: Sequence[Head]) -> float:
         """The measure with ``removed`` heads ablated (0 for none), averaged over the texts."""
-        plan: dict[tuple[str, int], list[int]] = {}
+        heads: dict[int, list[int]] = {}
         for layer, head in removed:
-            plan.setdefault((self.part, int(layer)), []).append(int(head))
-        if not plan:
+            heads.setdefault(int(layer), []).append(int(head))
+        if not heads:
             return 0.0
-        return self.change(ablate=plan)
+        return self.change(*(Ablate(self.part, la, tuple(hs)) for la, hs in heads.items()))
 
-    def change(self, what: str = "with these heads removed", **plan: object) -> float:
-        """The measure of passes run with ``plan`` (run_model's ablate=, share=, ...), averaged over the texts."""
+    def change(self, *interventions: Intervention, what: str = "with these heads removed", **plan: object) -> float:
+        """The measure of passes run with ``interventions`` (pipeline.run; ``plan``: run_model's older keywords
+        replace=, share=, ...), averaged over the texts."""
         total = 0.0
         for t in self.texts:
-            out = run_model(self.lm, t.ids, decoder_ids=t.dec, record=False, **plan)
+            out = pipeline.run(self.lm, t.ids, *interventions, decoder_ids=t.dec, record=False, **plan)
             value = self._value(out, t.ids if t.dec is None else t.dec)
             total += float(value - t.reference) if self.lm.causal_lm else 1.0 - float(value @ t.reference)
         result = total / len(self.texts)

@@ -15,14 +15,17 @@ next-token loss (nats).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from mha_viz import pipeline
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import output_projection, run_model
+from mha_viz.models.run import output_projection
+from mha_viz.pipeline import Route
 from mha_viz.pipeline.road import encode
 from mha_viz.studies.importance import Progress, Scorer, head_importance, pruning_order
 from mha_viz.trace import MhaVizError
@@ -70,13 +73,20 @@ def router(part: str, k: int, wo: list[torch.Tensor], usage: dict | None = None)
     return route
 
 
+def routes(part: str, k: int, wo: list[torch.Tensor], usage: dict | None = None) -> list[Route]:
+    """The router as interventions for pipeline.run: one Route per layer of ``part`` (``wo`` one W^O per layer)."""
+    route = router(part, k, wo, usage)
+    return [Route(part, la, functools.partial(route, part, la)) for la in range(len(wo))]
+
+
 def head_usage(lm: LoadedModel, text: str, target: str | None, part: str, k: int) -> np.ndarray:
     """Which heads each token keeps in every layer of the routed pass. Shapes: returns [L, q_pos, h] bool."""
     tokens, target_tokens = encode(lm, text, target)
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
     usage: dict[int, np.ndarray] = {}
-    run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, record=False,
-              route=router(part, k, head_wo(lm, part), usage))  # fmt: skip
+    pipeline.run(
+        lm, torch.tensor([tokens.ids]), *routes(part, k, head_wo(lm, part), usage), decoder_ids=dec, record=False
+    )
     return np.stack([usage[la] for la in sorted(usage)])
 
 
@@ -110,6 +120,6 @@ def moh_curve(
     for i, k in enumerate(ks):
         if progress:
             progress(0.5 + i / (2 * len(ks)), f"keeping {k} of {h} heads per token ({i + 1} of {len(ks)})")
-        routed.append(scorer.change(what=f"keeping {k} heads per token", route=router(scorer.part, int(k), wo)))
+        routed.append(scorer.change(*routes(scorer.part, int(k), wo), what=f"keeping {k} heads per token"))
         static.append(scorer.score(order[: L * (h - int(k))]))
     return MohCurve(ks, np.asarray(routed), np.asarray(static), h, L)
