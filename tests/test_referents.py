@@ -346,3 +346,16 @@ def test_specific_head_leaves_out_rows_that_cannot_see_the_key() -> None:
     p[0, 1, 2] = [0.1, 0.8, 0.1]
     layer, head, weight, others, _ = specific_head(p, 2, 1)  # key 1: row 0 cannot see it
     assert (layer, head) == (0, 0) and weight == pytest.approx(0.6) and others == pytest.approx(0.5)
+
+
+def test_default_pair_of_a_long_text_looks_near_its_pronoun() -> None:
+    """Issue 35 §2.5: a long text without "animal" opened on "it (502)" → "old", the word after the text's first
+    article, hundreds of tokens away; the key now comes from the pronoun's sentence or the one before it."""
+    filler = ["[CLS]", "the", "old", "man", "sang", "."] + ["we", "walked", "on", "."] * 120
+    tail = ["the", "dog", "stayed", "in", "a", "house", "because", "it", "was", "tired", ".", "[SEP]"]
+    labels = filler + tail
+    q, k = default_pair(labels)
+    assert labels[q] == "it" and q == len(filler) + 7
+    assert k == len(filler) + 1 and labels[k] == "dog"  # the first article of its own sentence, not "old"
+    own_words = ["The", "old", "man", "sang."] + ["We", "walked."] * 100 + ["A", "dog", "barked", "because", "it"]
+    assert own_words[default_pair(own_words)[1]] == "dog"  # word tokens keep their full stop
