@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Set up (once) and run the whole test suite: lint, then pytest. Extra arguments go to pytest.
+# --fast (first argument): lint, then only the unit and model tiers (tests/tiers.py), and print the wall time.
 set -euo pipefail
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+  fast=1
+  shift
+fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${MHA_VIZ_VENV:-$root/.venv}"
 bash "$root/scripts/setup.sh" --dev
@@ -8,6 +14,15 @@ cd "$root"
 export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 "$venv/bin/ruff" check .
 "$venv/bin/ruff" format --check .
+if [ "$fast" = 1 ]; then
+  set +e
+  "$venv/bin/python" -m pytest -m "unit or model" "$@"
+  code=$?
+  set -e
+  echo "fast tiers: $SECONDS s (lint, then pytest -m \"unit or model\")"
+  [ "$code" = 5 ] && echo "mha-viz: pytest collected no tests; that is a failure here" >&2 && exit 1
+  exit "$code"
+fi
 # The browser tests (tests/e2e) drive the system Chromium; Playwright never downloads one here.
 chromium="${MHA_VIZ_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "$chromium" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -118,3 +118,14 @@ def t5_dir(tmp_path_factory) -> str:
 def llama_dir(tmp_path_factory) -> str:
     """A LLaMA decoder with 4 query heads sharing 2 key/value heads (rotary embeddings)."""
     return _zoo_dir(tmp_path_factory, "llama")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test gets its tier (unit, model, app, e2e) by the rule of tests/tiers.py, unless it was given one."""
+    from tiers import explicit_tier, fixture_functions, tier_of
+
+    for item in items:
+        if explicit_tier([m.name for m in item.iter_markers()]) is None:
+            test, module = getattr(item, "obj", None), getattr(item, "module", None)
+            item.add_marker(tier_of(item.path, module, test, fixture_functions(item)))

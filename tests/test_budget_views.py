@@ -80,6 +80,7 @@ def _unchunked_lens(lm, resid: torch.Tensor, pos: int, final_id: int) -> dict:
     return {"ids": ids, "probs": probs, "top_ids": top_ids, "top_probs": top_probs, "final": final}
 
 
+@pytest.mark.slow  # five SmolLM2 lens runs (~35 s): in the whole suite, not in --fast
 @pytest.mark.parametrize(
     ("position", "first", "chunk"), [(None, 0, 3), (2, 0, 3), (2, 5, 3), (9, 5, 4), (None, 0, None)]
 )

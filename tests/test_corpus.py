@@ -108,6 +108,7 @@ def test_an_interrupted_run_resumes_to_the_same_file(tmp_path: Path, monkeypatch
     assert not Path(corpus.checkpoint_path(str(part))).exists()
 
 
+@pytest.mark.e2e  # starts a real Ray cluster (processes), which the tier rule cannot see from here
 def test_ray_engine_gives_the_local_file(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="ray is in requirements-dev.txt (the [ray] extra)")
     src = tmp_path / "texts.txt"

@@ -91,6 +91,7 @@ def test_without_the_mask_the_padding_would_show(monkeypatch) -> None:
     assert worst > 1e-3, worst
 
 
+@pytest.mark.slow  # SmolLM2 batches against single passes (~20 s)
 @pytest.mark.skipif(not smollm2_ready(), reason="the bundled SmolLM2 is not converted (bash scripts/setup.sh)")
 def test_smollm2_padded_equals_alone() -> None:
     scorer = corpus.Scorer("smollm2", None, "cpu")

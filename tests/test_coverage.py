@@ -77,6 +77,7 @@ def test_the_file_covers_every_text_model_type(recorded: dict) -> None:
     assert len(_reproduced(recorded)) >= 120
 
 
+@pytest.mark.slow  # every architecture of the coverage file: the slow tier, left out of --fast (tests/tiers.py)
 @pytest.mark.parametrize("batch", range(BATCHES))
 def test_every_reproduced_type_reproduces(batch: int, recorded: dict, coverage_script) -> None:
     """Each type the catalog lists as supported, rebuilt from its tiny config and checked again."""
@@ -151,6 +152,7 @@ def _tiny_checkpoint(coverage_script, model_type: str, full_heads: bool, folder:
     tokenizer.save_pretrained(folder)
 
 
+@pytest.mark.slow  # every architecture of the coverage file: the slow tier, left out of --fast (tests/tiers.py)
 @pytest.mark.parametrize("batch", range(BATCHES))
 def test_every_listed_type_loads(batch: int, recorded: dict, coverage_script, tmp_path: Path) -> None:
     """The listing and load follow one rule (issue 35 §1.3: fuyu, got_ocr2, modernvbert, musicflamingo and

