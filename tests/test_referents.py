@@ -351,11 +351,12 @@ def test_specific_head_leaves_out_rows_that_cannot_see_the_key() -> None:
 def test_default_pair_of_a_long_text_looks_near_its_pronoun() -> None:
     """Issue 35 §2.5: a long text without "animal" opened on "it (502)" → "old", the word after the text's first
     article, hundreds of tokens away; the key now comes from the pronoun's sentence or the one before it."""
-    filler = ["[CLS]", "the", "old", "man", "sang", "."] + ["we", "walked", "on", "."] * 120
+    filler = ["[CLS]", "the", "old", "man", "sang", "."] + ["we", "walked", "on", "the", "river", "."] * 80
     tail = ["the", "dog", "stayed", "in", "a", "house", "because", "it", "was", "tired", ".", "[SEP]"]
     labels = filler + tail
     q, k = default_pair(labels)
     assert labels[q] == "it" and q == len(filler) + 7
-    assert k == len(filler) + 1 and labels[k] == "dog"  # the first article of its own sentence, not "old"
+    assert k == len(filler) + 1 and labels[k] == "dog"  # the first article of its own sentence: not "old", "river"
+    assert labels[default_pair([*filler, "because", "it", "ran"])[1]] == "river"  # else the sentence before it
     own_words = ["The", "old", "man", "sang."] + ["We", "walked."] * 100 + ["A", "dog", "barked", "because", "it"]
     assert own_words[default_pair(own_words)[1]] == "dog"  # word tokens keep their full stop

@@ -69,8 +69,8 @@ def default_pair(labels: Sequence[str]) -> tuple[int, int] | None:
     the last "it" and the nearest "animal" before it).
 
     Otherwise: the query is the last pronoun (it, he, she, they, him, her, them, its, his, their) and the key
-    the word right after the first article (the, a, an) of the pronoun's sentence and the one before it (a
-    pronoun's referent comes shortly before it; in a long text the text's first article is hundreds of tokens
+    the word right after the first article (the, a, an) of the pronoun's own sentence, else of the sentence before
+    it (a pronoun's referent comes shortly before it; in a long text the text's first article is hundreds of tokens
     away), else of the whole text before it, e.g. "She gave him the book because he had asked for it" → ("it",
     "book"). None when the text has no pronoun or no article before it.
     """
@@ -85,8 +85,8 @@ def default_pair(labels: Sequence[str]) -> tuple[int, int] | None:
         return None
     q = pronouns[-1]
     ends = [i for i in range(q) if words[i].strip()[-1:] in {".", "!", "?"}]  # "." or a word token "tired."
-    start = ends[-2] + 1 if len(ends) >= 2 else 0  # the pronoun's sentence and the one before it
-    for first in (start, 0):
+    starts = [e + 1 for e in ends[-1:-3:-1]]  # the pronoun's own sentence, then from the one before it
+    for first in (*starts, 0):
         for i in range(first, q - 1):
             if words[i] in ARTICLES and words[i + 1] not in PRONOUNS | ARTICLES:
                 return q, i + 1
