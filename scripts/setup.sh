@@ -20,6 +20,10 @@ devtools="dev $(hash_of requirements-dev.txt requirements-ray.txt constraints.tx
 # reused by another clone points at that clone after this step).
 editable="editable $root $(hash_of pyproject.toml)"
 stampfile="$venv/.mha-viz-stamp"
+if [ "${1:-}" = "--stamp" ]; then  # the lines an up-to-date venv's stamp holds (tests/test_scripts.py)
+  printf '%s\n' "$runtime" "$editable" "$devtools"
+  exit 0
+fi
 # One set-up of a venv at a time: app.sh and test.sh started together on a fresh clone would otherwise both install
 # into it at once. The second waits here for the first (flock, util-linux; the kernel drops the lock when the holder
 # exits, so a killed set-up leaves none behind), then finds the venv up to date. Without flock: no lock.

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,12 +14,12 @@ SETUP = ["bash", str(ROOT / "scripts" / "setup.sh")]
 
 
 def _up_to_date_venv(tmp_path: Path) -> Path:
-    """A venv folder whose stamp says it is up to date for this checkout (the stamp of the venv running the suite)."""
-    stamp = Path(sys.prefix) / ".mha-viz-stamp"
-    assert stamp.is_file(), f"the suite runs in the venv scripts/setup.sh made; {stamp} is missing"
+    """A venv folder whose stamp says it is up to date for this checkout as it is now (setup.sh --stamp)."""
+    stamp = subprocess.run([*SETUP, "--stamp"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert stamp.count("\n") == 3 and "editable " in stamp, stamp
     venv = tmp_path / "venv"
     venv.mkdir()
-    shutil.copy(stamp, venv / stamp.name)
+    (venv / ".mha-viz-stamp").write_text(stamp, encoding="utf-8")
     return venv
 
 
