@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,9 +97,9 @@ def test_defaults_from_the_environment(monkeypatch) -> None:
     assert admission.process_mb() == 1536
 
 
-def test_a_busy_server_says_so_in_the_page(minilm, monkeypatch) -> None:
-    """Another session's request holds the whole process budget: this page's view is refused with a notice
-    (after the configured wait), the page itself still draws; once it ends, the view runs."""
+@contextmanager
+def _another_session_holds_everything(monkeypatch) -> Iterator[None]:
+    """Another session's request holds the whole process budget (1 MB) while the block runs; no wait to admit."""
     monkeypatch.setenv("MHA_VIZ_PROCESS_MB", "1")
     monkeypatch.setenv("MHA_VIZ_ADMIT_WAIT_S", "0")
     started, release = threading.Event(), threading.Event()
@@ -111,6 +113,16 @@ def test_a_busy_server_says_so_in_the_page(minilm, monkeypatch) -> None:
     thread.start()
     try:
         assert started.wait(60)
+        yield
+    finally:
+        release.set()
+        thread.join(60)
+
+
+def test_a_busy_server_says_so_in_the_page(minilm, monkeypatch) -> None:
+    """Another session's request holds the whole process budget: this page's view is refused with a notice
+    (after the configured wait), the page itself still draws; once it ends, the view runs."""
+    with _another_session_holds_everything(monkeypatch):
         at = AppTest.from_file(APP, default_timeout=60)
         at.query_params["view"] = "Heads"
         at.run()
@@ -118,9 +130,6 @@ def test_a_busy_server_says_so_in_the_page(minilm, monkeypatch) -> None:
         errors = [e.value for e in at.error]
         assert any("The server is busy, try again in a moment" in e for e in errors), errors
         assert not at.get("plotly_chart")
-    finally:
-        release.set()
-        thread.join(60)
     at.run()
     assert not at.error and at.get("plotly_chart")
 
@@ -159,19 +168,7 @@ def _recorded(text: str) -> bool:
 def test_the_page_pass_is_refused_as_busy_before_it_runs(minilm, monkeypatch) -> None:
     """Another session holds the whole process budget: the page's model pass over a new text waits the configured
     moment and is refused with the busy notice, never run (main recorded it first, then refused the view)."""
-    monkeypatch.setenv("MHA_VIZ_PROCESS_MB", "1")
-    monkeypatch.setenv("MHA_VIZ_ADMIT_WAIT_S", "0")
-    started, release = threading.Event(), threading.Event()
-
-    def other_session() -> None:
-        with ADMISSION.admit(MB, "another session's Overview"):
-            started.set()
-            release.wait(120)
-
-    thread = threading.Thread(target=other_session)
-    thread.start()
-    try:
-        assert started.wait(60)
+    with _another_session_holds_everything(monkeypatch):
         at = AppTest.from_file(APP, default_timeout=60)
         at.query_params["view"] = "Heads"
         at.query_params["text"] = FRESH
@@ -180,9 +177,6 @@ def test_the_page_pass_is_refused_as_busy_before_it_runs(minilm, monkeypatch) ->
         errors = [e.value.replace("\\", "") for e in at.error]
         assert any("The server is busy" in e and "Recording all-MiniLM-L6-v2 needs about" in e for e in errors), errors
         assert not _recorded(FRESH) and not at.get("plotly_chart")
-    finally:
-        release.set()
-        thread.join(60)
 
 
 def test_the_page_pass_over_the_time_limit_is_refused_before_it_runs(minilm, monkeypatch) -> None:
