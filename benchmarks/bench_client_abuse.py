@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import socket
 import sys
@@ -34,34 +35,36 @@ from tests.test_client_limits import OWN, open_session, put
 MB = 10**6
 
 
-def _statuses(codes: list[int]) -> str:
+def _statuses(codes: list) -> str:
     return ", ".join(f"{codes.count(c)} × {c}" for c in sorted(set(codes)))
 
 
-async def uploads(server, args: argparse.Namespace) -> None:
+async def uploads(server, files: int = 100, mb: int = 15) -> list[str]:
+    """Attacks 1-3; what each got, one line each (``server``: .port, .ws_url, .rss_mb())."""
     plain = await open_session(server, "view=Heads")
     rss, start = server.rss_mb(), time.monotonic()
     codes = []
-    for i in range(args.files):
+    for i in range(files):
         path = f"/_stcore/upload_file/{plain.session_id}/{i:08d}-0000-4000-8000-000000000000"
-        codes.append(await asyncio.to_thread(put, server, path, args.mb * MB))
-    print(f"1. {args.files} PUTs of {args.mb} MB, no file uploader: {_statuses(codes)} in "
-          f"{time.monotonic() - start:.1f} s; RSS {rss:.0f} -> {server.rss_mb():.0f} MB")  # fmt: skip
+        codes.append(await asyncio.to_thread(put, server, path, mb * MB))
+    out = [f"1. {files} PUTs of {mb} MB, no file uploader: {_statuses(codes)} in "
+           f"{time.monotonic() - start:.1f} s; RSS {rss:.0f} -> {server.rss_mb():.0f} MB"]  # fmt: skip
     own = await open_session(server, OWN)
     rss, start, codes = server.rss_mb(), time.monotonic(), []
-    for _ in range(args.files):
+    for _ in range(files):
         (url,) = await own.upload_urls(1)
-        codes.append(await asyncio.to_thread(put, server, url, args.mb * MB))
-    print(f"2. {args.files} PUTs of {args.mb} MB to issued URLs of a page with a file uploader: {_statuses(codes)} "
-          f"in {time.monotonic() - start:.1f} s; RSS {rss:.0f} -> {server.rss_mb():.0f} MB")  # fmt: skip
+        codes.append(await asyncio.to_thread(put, server, url, mb * MB))
+    out.append(f"2. {files} PUTs of {mb} MB to issued URLs of a page with a file uploader: {_statuses(codes)} "
+               f"in {time.monotonic() - start:.1f} s; RSS {rss:.0f} -> {server.rss_mb():.0f} MB")  # fmt: skip
     await own.ws.close()
     await plain.ws.close()
     await asyncio.sleep(3)
-    print(f"3. 3 s after that session closed: RSS {server.rss_mb():.0f} MB")
+    return [*out, f"3. 3 s after that session closed: RSS {server.rss_mb():.0f} MB"]
 
 
-def big_frames(server, n: int = 6) -> None:
-    socks = []
+def big_frames(server, n: int = 6) -> str:
+    """Attack 4; what it got, one line."""
+    socks, statuses = [], []
     rss, start = server.rss_mb(), time.monotonic()
     for _ in range(n):
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
@@ -71,8 +74,13 @@ def big_frames(server, n: int = 6) -> None:
                      "Sec-WebSocket-Protocol: streamlit\r\n\r\n".encode())  # fmt: skip
         head = b""
         while b"\r\n\r\n" not in head:
-            head += sock.recv(1)
-        sock.sendall(bytes([0x82, 0xFF]) + (199 * 10**6).to_bytes(8, "big") + os.urandom(4))
+            byte = sock.recv(1)
+            if not byte:  # closed before its answer
+                break
+            head += byte
+        statuses.append(head.split(b" ", 2)[1].decode() if head.count(b" ") >= 2 else "closed")
+        with contextlib.suppress(OSError):  # an upgrade refused may close at once
+            sock.sendall(bytes([0x82, 0xFF]) + (199 * 10**6).to_bytes(8, "big") + os.urandom(4))
         socks.append(sock)
     sent = []
     for sock in socks:
@@ -84,18 +92,22 @@ def big_frames(server, n: int = 6) -> None:
         except OSError:
             pass
         sent.append(total)
-    print(f"4. {n} frames announcing 199 MB: the server took {sent} MB of each before closing, in "
-          f"{time.monotonic() - start:.1f} s; RSS {rss:.0f} -> {server.rss_mb():.0f} MB")  # fmt: skip
+    took = f"in {time.monotonic() - start:.1f} s; RSS {rss:.0f} -> {server.rss_mb():.0f} MB"
+    line = (
+        f"4. {n} frames announcing 199 MB (upgrades: {_statuses(statuses)}): the server took {sent} MB of each, {took}"
+    )
     for sock in socks:
         sock.close()
+    return line
 
 
-def metrics(server) -> None:
+def metrics(server) -> str:
+    """Attack 5; what it got, one line."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/_stcore/metrics", timeout=10) as resp:
-            print(f"5. /_stcore/metrics: {resp.status}, {len(resp.read())} bytes")
+            return f"5. /_stcore/metrics: {resp.status}, {len(resp.read())} bytes"
     except urllib.error.HTTPError as err:
-        print(f"5. /_stcore/metrics: {err.code}")
+        return f"5. /_stcore/metrics: {err.code}"
 
 
 def main() -> None:
@@ -104,9 +116,9 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, serve(Path(tmp), {"MHA_VIZ_HOSTED": "1"}) as server:
-        asyncio.run(uploads(server, args))
-        big_frames(server)
-        metrics(server)
+        print("\n".join(asyncio.run(uploads(server, args.files, args.mb))))
+        print(big_frames(server))
+        print(metrics(server))
 
 
 if __name__ == "__main__":

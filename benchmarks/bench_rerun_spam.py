@@ -32,9 +32,11 @@ IDLE_CPU = 10.0  # % of one core
 IDLE_FOR_S = 3.0
 
 
-async def spammer(url: str, query: str, seconds: float, every: float, sent: list[int]) -> None:
+async def spammer(url: str, query: str, seconds: float, every: float, sent: list[int], source: str = "") -> None:
+    """One page stream (from address ``source``, else the default) sending a rerun every ``every`` s."""
+    addr = {"local_addr": (source, 0)} if source else {}
     try:
-        async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
+        async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60, **addr) as ws:
             reader = asyncio.create_task(_drain(ws))
             end = time.monotonic() + seconds
             k = 0
@@ -71,9 +73,13 @@ async def timed_page(url: str, query: str, limit_s: float, source: str = "127.0.
         return None
 
 
-async def attack(url: str, query: str, args: argparse.Namespace) -> tuple[list[float | None], int]:
+async def attack(url: str, query: str, args: argparse.Namespace, source: str = "") -> tuple[list[float | None], int]:
+    """args.sessions spammers (from ``source``) for args.seconds; the other person's page times meanwhile, and
+    how many reruns were sent."""
     sent: list[int] = []
-    spam = [asyncio.create_task(spammer(url, query, args.seconds, args.every, sent)) for _ in range(args.sessions)]
+    spam = [
+        asyncio.create_task(spammer(url, query, args.seconds, args.every, sent, source)) for _ in range(args.sessions)
+    ]
     other: list[float | None] = []
     end = time.monotonic() + args.seconds
     while time.monotonic() < end:

@@ -11,6 +11,13 @@ alone (how far each one by itself raises the server's memory; --skip-alone skips
     1e30, a truncated file, a header length of 2**63, a 17 MB file, and one valid file as a control;
   - normal traffic: the default page and a layer change, whose first head-grid heatmap (head 0) must equal
     what mha_viz.pipeline.road.traces computes for the seed sentence at that layer.
+Alongside them (--attacks-after s in; --skip-attacks skips it) a script runs issue 35 §4's attacks with the
+functions of bench_client_abuse.py and bench_rerun_spam.py: PUTs to the upload route without a file uploader
+and over the caps, six websocket frames announcing 199 MB, GET /_stcore/metrics, then rerun spam from another
+address (--spam-sessions streams, a rerun every --spam-every s for --spam-seconds) while another person
+(127.0.0.2) asks for pages; after the spam that person asks for a page every second until one is served within
+2x its time alone (measured before the soak), and once the soak is over the server's CPU must go idle: both
+counted from the spam's end (the recovery).
 A background thread samples the server's resident memory (VmRSS of the process and its children) every
 0.25 s; a request's rise is the highest RSS while it ran less the RSS when it began (under load, other
 sessions' requests overlap it, so that figure is an upper bound). Bounded: new requests stop after
@@ -21,7 +28,8 @@ Outcome of a hostile page: "picture" (drawn, no error), "refused" (an error mess
 message), "timeout" (still running at --item-timeout). Tracebacks, blank pages and crafted files that were
 accepted are failures.
 Prints peak and final server RSS, the largest rise during one hostile request, refusals, failures, wrong
-results, normal reruns under load against the same reruns alone, and whether the server stayed up, with
+results, normal reruns under load against the same reruns alone, what each issue-35 attack got and the recovery
+after the rerun spam, and whether the server stayed up, with
 the goals: peak RSS <= 2.5 GB, no request raises it by more than 1 GB, the server never dies, 0 wrong
 results. Exit status 0 unless the server died, a wrong result was seen or a hostile page failed (slowness
 never fails it: these are figures).
@@ -200,6 +208,10 @@ class HostedApp(App):
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/_stcore/stream"
 
     def tail(self, lines: int = 30) -> str:
         try:
@@ -503,6 +515,11 @@ async def soak(args) -> int:
                 await ctx.close()
             # 2b. What a script (no browser, no Origin header) can send: clear_cache, clients that never read.
             await script_attacks(app, long)
+            got = None if args.skip_attacks else Attacks()
+            if got:  # another person's page alone (a warm-up first), the yardstick of the recovery
+                await _other_page(app, f"{SPAM_QUERY}&user=warm", 300)
+                got.alone_s = await _other_page(app, f"{SPAM_QUERY}&user=0", 300) or float("nan")
+                print(f"another person's page alone ({OTHER}): {got.alone_s:.2f} s", flush=True)
             rss_before = tree_rss_mb(app.proc.pid)
             # 3. The soak: every session at once until the deadline.
             print(
@@ -511,9 +528,17 @@ async def soak(args) -> int:
             soak_start = time.monotonic()
             deadline = soak_start + args.seconds
             await asyncio.gather(
-                *(session(i, browser, app, items, refs, deadline, args, results) for i in range(args.sessions))
+                *(session(i, browser, app, items, refs, deadline, args, results) for i in range(args.sessions)),
+                *([attacks(app, args, got)] if got else []),
             )
             soak_s = time.monotonic() - soak_start
+            if got and got.spam_end and app.alive():  # everything has stopped: how soon is the server idle?
+                import bench_rerun_spam
+
+                now = time.monotonic()
+                idle = await asyncio.to_thread(bench_rerun_spam.recovery_s, app.proc.pid, args.recovery_limit)
+                got.idle_after_s = idle
+                got.idle_s = None if idle is None else now + idle - got.spam_end
             # 4. Afterwards: one more normal visit alone must still be right.
             after: list[Result] = []
             if app.alive():
@@ -532,7 +557,7 @@ async def soak(args) -> int:
         alive = app.alive() and sampler.died_at is None
         if not alive:
             print("SERVER DIED. Log:\n" + app.tail(), flush=True)
-        return report(args, results, alone, baseline, after, sampler, rss_before, final_rss, hwm, alive, soak_s)
+        return report(args, results, alone, baseline, after, sampler, rss_before, final_rss, hwm, alive, soak_s, got)
     finally:
         sampler.stop.set()
         app.__exit__()
@@ -567,6 +592,102 @@ async def script_attacks(app: App, long: str, cycles: int = 3, silent: int = 60,
           f"{before:.0f} -> {held:.0f} MB while held, {after:.0f} MB after", flush=True)  # fmt: skip
 
 
+# --- issue 35 §4: script attacks beside the Chromium sessions (bench_client_abuse.py, bench_rerun_spam.py) ----
+SPAMMER, OTHER = "127.0.0.3", "127.0.0.2"  # the rerun spammer's address, another person's (Chromium: 127.0.0.1)
+SPAM_QUERY = "view=Heads"
+
+
+@dataclass
+class Attacks:
+    """What the attacks got (one line each) and the server's recovery after the rerun spam."""
+
+    lines: list[str] = field(default_factory=list)
+    alone_s: float = float("nan")  # another person's page alone, before the soak
+    start: float = float("nan")
+    end: float = float("nan")
+    spam_end: float | None = None
+    back_s: float | None = None  # spam end -> that person's page served within SLOWDOWN_GOAL x alone_s
+    idle_s: float | None = None  # spam end -> the server's CPU idle (measured once the soak's sessions ended)
+    idle_after_s: float | None = None  # the soak's end -> idle
+
+
+async def _other_page(app: HostedApp, query: str, limit_s: float) -> float | None:
+    """Seconds until another person's (OTHER's) page finished; None past limit_s or refused."""
+    import websockets
+    from bench_rerun_spam import timed_page
+
+    try:
+        return await timed_page(app.ws_url, query, limit_s, OTHER)
+    except (OSError, websockets.exceptions.WebSocketException):
+        return None
+
+
+def _times(ts: list[float | None]) -> str:
+    return ", ".join("timeout" if t is None else f"{t:.1f}" for t in ts) or "none"
+
+
+async def attacks(app: HostedApp, args, got: Attacks) -> None:
+    """The attacks, one after another, args.attacks_after s into the soak; what each got goes to ``got``."""
+    import bench_client_abuse as abuse
+    import bench_rerun_spam as spam
+
+    def say(line: str) -> None:
+        got.lines.append(line)
+        print(f"  attack {line}", flush=True)
+
+    await asyncio.sleep(args.attacks_after)
+    got.start = time.monotonic()
+    steps = (
+        ("1-3. uploads", lambda: abuse.uploads(app, args.upload_files, args.upload_mb)),
+        ("4. big frames", lambda: asyncio.to_thread(abuse.big_frames, app)),
+        ("5. metrics", lambda: asyncio.to_thread(abuse.metrics, app)),
+    )
+    for name, step in steps:
+        try:
+            out = await step()
+        except Exception as exc:  # the attack script's own failure is reported, never the soak's end
+            out = f"{name}: the attack failed: {type(exc).__name__}: {str(exc)[:200]}"
+        for line in [out] if isinstance(out, str) else out:
+            say(line)
+    many = argparse.Namespace(
+        sessions=args.spam_sessions, seconds=args.spam_seconds, every=args.spam_every, page_limit=60.0
+    )
+    t0 = time.monotonic()
+    try:
+        pages, sent = await spam.attack(app.ws_url, SPAM_QUERY, many, SPAMMER)
+    except Exception as exc:
+        pages, sent = [], f"? (the attack failed: {type(exc).__name__}: {str(exc)[:200]})"
+    got.spam_end = t0 + args.spam_seconds
+    say(f"6. rerun spam: {args.spam_sessions} streams from {SPAMMER}, a rerun every {args.spam_every:g} s each for "
+        f"{args.spam_seconds:g} s: {sent} reruns sent; another person's pages ({OTHER}, {got.alone_s:.2f} s "
+        f"alone) meanwhile (s): {_times(pages)}")  # fmt: skip
+    tries: list[float | None] = []
+    while time.monotonic() - got.spam_end < args.recovery_limit and app.alive():
+        t = await _other_page(app, f"{SPAM_QUERY}&user=after{len(tries)}", 60)
+        tries.append(t)
+        if t is not None and t <= SLOWDOWN_GOAL * got.alone_s:
+            got.back_s = time.monotonic() - got.spam_end
+            break
+        await asyncio.sleep(1)
+    back = f"not in {args.recovery_limit:g} s" if got.back_s is None else f"{got.back_s:.1f} s after the spam ended"
+    say(f"7. after the spam, that person's pages (s): {_times(tries)}; within {SLOWDOWN_GOAL:g}x alone: {back}")
+    got.end = time.monotonic()
+
+
+def attack_rows(got: Attacks, sampler: Sampler, last: float) -> list[tuple[str, str, str, str]]:
+    """The figures table's rows for the attacks: their peak RSS and the recovery after the rerun spam (``last``:
+    when the soak's last page ended)."""
+    during = [mb for t, mb in sampler.samples if got.start <= t <= got.end + SAMPLE_S]
+    secs = lambda x: "not within --recovery-limit" if x is None else f"{x:.1f} s"
+    idle = secs(got.idle_s) + ("" if got.idle_after_s is None else f" ({got.idle_after_s:.1f} s after the soak)")
+    return [
+        ("peak server RSS during the attacks", f"{max(during, default=float('nan')):.0f} MB", "", ""),
+        ("recovery: page within 2x alone, after spam", secs(got.back_s), "", ""),
+        ("recovery: server CPU idle, after spam", idle, "", ""),
+        ("  the soak's last page ended, after spam", secs(last - got.spam_end if got.spam_end else None), "", ""),
+    ]
+
+
 def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -575,7 +696,7 @@ def _yes(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
-def report(args, results, alone, baseline, after, sampler, rss_before, final_rss, hwm, alive, soak_s) -> int:
+def report(args, results, alone, baseline, after, sampler, rss_before, final_rss, hwm, alive, soak_s, got) -> int:
     hostile = [r for r in results if r.item.kind != "normal"]
     normals = [r for r in results if r.item.kind == "normal"]
     rise = lambda r: max(0.0, sampler.rise(r.start, r.end))
@@ -654,11 +775,17 @@ def report(args, results, alone, baseline, after, sampler, rss_before, final_rss
         *timing,
         ("normal visit after the soak", after[0].outcome if after else "not run (server down)", "ok",
          _yes(bool(after) and after[0].outcome == "ok")),
+        *(attack_rows(got, sampler, max((r.end for r in results), default=float("nan"))) if got else []),
     ]  # fmt: skip
     print(f"\n== hosted-mode soak: {args.sessions} sessions, {soak_s:.0f} s, loopback ==")
     print(f"{'figure':<42} {'value':<60} {'goal':<14} met")
     for name, value, goal, met in rows:
         print(f"{name:<42} {value:<60} {goal:<14} {met}")
+    if got:
+        print(
+            f"\n== issue 35 §4 attacks, {args.attacks_after:g} s into the soak, beside its sessions: what each got =="
+        )
+        print("\n".join(got.lines))
     for r in [*failures, *wrong][:10]:
         print(f"  problem: {r.item.name}: {r.outcome}: {r.detail[:600]}")
     for r in [r for r in (*alone, *hostile) if r.outcome == "timeout"][:5]:
@@ -679,6 +806,14 @@ def main() -> None:
     ap.add_argument("--item-timeout", type=float, default=120, help="seconds one page may take")
     ap.add_argument("--baseline-rounds", type=int, default=3, help="measured normal visits alone")
     ap.add_argument("--skip-alone", action="store_true", help="skip running each hostile request once alone")
+    ap.add_argument("--skip-attacks", action="store_true", help="skip the issue-35 script attacks during the soak")
+    ap.add_argument("--attacks-after", type=float, default=10, help="seconds into the soak the attacks start")
+    ap.add_argument("--upload-files", type=int, default=100, help="PUTs per upload attack")
+    ap.add_argument("--upload-mb", type=int, default=15, help="MB per PUT")
+    ap.add_argument("--spam-sessions", type=int, default=10, help="rerun spam: page streams from one address")
+    ap.add_argument("--spam-seconds", type=float, default=30, help="rerun spam: how long")
+    ap.add_argument("--spam-every", type=float, default=0.05, help="rerun spam: seconds between a stream's reruns")
+    ap.add_argument("--recovery-limit", type=float, default=300, help="seconds to wait for the recovery at most")
     args = ap.parse_args()
     args.seconds = min(args.seconds, 900)
     args.sessions = max(1, min(args.sessions, 16))
