@@ -165,16 +165,21 @@ def _recorded(text: str) -> bool:
     return is_recorded(Config(), text, None)
 
 
+def _heads_page(text: str) -> tuple[AppTest, list[str]]:
+    """The Heads page of ``text`` run once (no exception), and its error messages without Markdown escapes."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["view"] = "Heads"
+    at.query_params["text"] = text
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at, [e.value.replace("\\", "") for e in at.error]
+
+
 def test_the_page_pass_is_refused_as_busy_before_it_runs(minilm, monkeypatch) -> None:
     """Another session holds the whole process budget: the page's model pass over a new text waits the configured
     moment and is refused with the busy notice, never run (main recorded it first, then refused the view)."""
     with _another_session_holds_everything(monkeypatch):
-        at = AppTest.from_file(APP, default_timeout=60)
-        at.query_params["view"] = "Heads"
-        at.query_params["text"] = FRESH
-        at.run()
-        assert not at.exception, [e.value for e in at.exception]
-        errors = [e.value.replace("\\", "") for e in at.error]
+        at, errors = _heads_page(FRESH)
         assert any("The server is busy" in e and "Recording all-MiniLM-L6-v2 needs about" in e for e in errors), errors
         assert not _recorded(FRESH) and not at.get("plotly_chart")
 
@@ -186,12 +191,7 @@ def test_the_page_pass_over_the_time_limit_is_refused_before_it_runs(minilm, mon
 
     monkeypatch.setattr(budget, "max_request_s", lambda: 0.5)
     text = " ".join(["the heron waited by the weir while the river ran"] * 50)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["view"] = "Heads"
-    at.query_params["text"] = text
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    errors = [e.value.replace("\\", "") for e in at.error]
+    _, errors = _heads_page(text)
     said = r"Recording all-MiniLM-L6-v2 on this input would take about 0\.\d s of server time.*MHA_VIZ_MAX_REQUEST_S"
     assert any(re.search(said, e) for e in errors), errors
     assert not _recorded(text)
@@ -206,12 +206,7 @@ def test_the_page_pass_is_cut_at_the_deadline(minilm, monkeypatch) -> None:
     monkeypatch.setattr(budget, "check_seconds", lambda need, what, s: 0.0, raising=False)  # the estimates let it in
     monkeypatch.setattr(budget, "max_request_s", lambda: 1e-9)  # and the deadline has passed at once
     text = FRESH + " and then flew"
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["view"] = "Heads"
-    at.query_params["text"] = text
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    errors = [e.value.replace("\\", "") for e in at.error]
+    _, errors = _heads_page(text)
     assert any("Recording all-MiniLM-L6-v2 was stopped after" in e and "MHA_VIZ_MAX_REQUEST_S" in e for e in errors), (
         errors
     )
