@@ -20,57 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
-import websockets
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.stream_client import rerun, serve
+from tests.stream_client import idle_after, serve, spammer, timed_page
 
 IDLE_CPU = 10.0  # % of one core
 IDLE_FOR_S = 3.0
-
-
-async def spammer(url: str, query: str, seconds: float, every: float, sent: list[int], source: str = "") -> None:
-    """One page stream (from address ``source``, else the default) sending a rerun every ``every`` s."""
-    addr = {"local_addr": (source, 0)} if source else {}
-    try:
-        async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60, **addr) as ws:
-            reader = asyncio.create_task(_drain(ws))
-            end = time.monotonic() + seconds
-            k = 0
-            while time.monotonic() < end:
-                await ws.send(rerun(f"{query}&k={k % 7}"))  # a few distinct pages, as a spammer would vary them
-                sent.append(1)
-                k += 1
-                await asyncio.sleep(every)
-            reader.cancel()
-    except (OSError, websockets.exceptions.WebSocketException):
-        pass  # refused or dropped by the server
-
-
-async def _drain(ws: websockets.ClientConnection) -> None:
-    async for _ in ws:
-        pass
-
-
-async def timed_page(url: str, query: str, limit_s: float, source: str = "127.0.0.2") -> float | None:
-    """Seconds until a page of another person (another address: ``source``) finished; None past limit_s."""
-    start = time.monotonic()
-    try:
-        async with (
-            asyncio.timeout(limit_s),
-            websockets.connect(url, subprotocols=["streamlit"], max_size=None, local_addr=(source, 0)) as ws,
-        ):
-            await ws.send(rerun(query))
-            while True:
-                msg = ForwardMsg()
-                msg.ParseFromString(await ws.recv())
-                if msg.WhichOneof("type") == "script_finished":
-                    return time.monotonic() - start
-    except TimeoutError:
-        return None
 
 
 async def attack(url: str, query: str, args: argparse.Namespace, source: str = "") -> tuple[list[float | None], int]:
@@ -91,20 +46,7 @@ async def attack(url: str, query: str, args: argparse.Namespace, source: str = "
 
 def recovery_s(pid: int, limit_s: float) -> float | None:
     """Seconds from now until the server's CPU stays under IDLE_CPU % for IDLE_FOR_S (None: not within limit_s)."""
-    proc = psutil.Process(pid)
-    proc.cpu_percent(None)
-    start = time.monotonic()
-    quiet_since = None
-    while time.monotonic() - start < limit_s:
-        time.sleep(0.5)
-        now = time.monotonic()
-        if proc.cpu_percent(None) < IDLE_CPU:
-            quiet_since = quiet_since or now - 0.5
-            if now - quiet_since >= IDLE_FOR_S:
-                return quiet_since - start
-        else:
-            quiet_since = None
-    return None
+    return idle_after(pid, limit_s, IDLE_FOR_S, IDLE_CPU)
 
 
 def main() -> None:

@@ -198,3 +198,65 @@ def open_silent(port: int, query: str) -> socket.socket | None:
         return None
     sock.sendall(frame(rerun(query)))
     return sock
+
+
+# --- a rerun spam and another person's page (tests/test_rerun_limits.py, benchmarks/bench_rerun_spam.py) ----------
+async def spammer(url: str, query: str, seconds: float, every: float, sent: list[int], source: str = "") -> None:
+    """One page stream (from address ``source``, else the default) sending a rerun every ``every`` s."""
+    addr = {"local_addr": (source, 0)} if source else {}
+    try:
+        async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60, **addr) as ws:
+
+            async def drain() -> None:
+                async for _ in ws:
+                    pass
+
+            reader = asyncio.create_task(drain())
+            end = time.monotonic() + seconds
+            k = 0
+            while time.monotonic() < end:
+                await ws.send(rerun(f"{query}&k={k % 7}"))  # a few distinct pages, as a spammer would vary them
+                sent.append(1)
+                k += 1
+                await asyncio.sleep(every)
+            reader.cancel()
+    except (OSError, websockets.exceptions.WebSocketException):
+        pass  # refused or dropped by the server
+
+
+async def timed_page(url: str, query: str, limit_s: float, source: str = "127.0.0.2") -> float | None:
+    """Seconds until a page of another person (another address: ``source``) finished; None past limit_s."""
+    start = time.monotonic()
+    try:
+        async with (
+            asyncio.timeout(limit_s),
+            websockets.connect(url, subprotocols=["streamlit"], max_size=None, local_addr=(source, 0)) as ws,
+        ):
+            await ws.send(rerun(query))
+            while True:
+                msg = ForwardMsg()
+                msg.ParseFromString(await ws.recv())
+                if msg.WhichOneof("type") == "script_finished":
+                    return time.monotonic() - start
+    except TimeoutError:
+        return None
+
+
+def idle_after(pid: int, limit_s: float, quiet_for: float, idle_cpu: float = 10.0) -> float | None:
+    """Seconds from now until process ``pid`` stays under ``idle_cpu`` % of a core for ``quiet_for`` s (None: not
+    within limit_s)."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    proc.cpu_percent(None)
+    start, quiet = time.monotonic(), None
+    while time.monotonic() - start < limit_s:
+        time.sleep(0.5)
+        now = time.monotonic()
+        if proc.cpu_percent(None) < idle_cpu:
+            quiet = quiet or now - 0.5
+            if now - quiet >= quiet_for:
+                return quiet - start
+        else:
+            quiet = None
+    return None

@@ -7,16 +7,11 @@ bench_rerun_spam.py measures it with the issue's full attack)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
-
-import psutil
-import websockets
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from mha_viz.serve import limits as server_limits
 from mha_viz.serve.reruns import Reruns
-from tests.stream_client import Server, rerun, run_async, serve
+from tests.stream_client import Server, idle_after, rerun, run_async, serve, spammer, timed_page
 
 SPAMMERS, EVERY_S, SPAM_S = 10, 0.05, 15.0
 SERVED_WITHIN_S = 30.0  # a functional bound: the other person's page is served at all
@@ -24,57 +19,18 @@ QUERY = "view=Heads"
 
 
 async def _spam(url: str, sent: list[int]) -> None:
-    async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
-
-        async def drain() -> None:
-            async for _ in ws:
-                pass
-
-        reader = asyncio.create_task(drain())
-        end = time.monotonic() + SPAM_S
-        k = 0
-        while time.monotonic() < end:
-            await ws.send(rerun(f"{QUERY}&k={k % 7}"))
-            sent.append(1)
-            k += 1
-            await asyncio.sleep(EVERY_S)
-        reader.cancel()
+    await spammer(url, QUERY, SPAM_S, EVERY_S, sent)
 
 
 async def _other_page(url: str) -> float | None:
     """Another person (another address, 127.0.0.2) asks for a page: seconds until it finished, None if not in
     SERVED_WITHIN_S."""
-    start = time.monotonic()
-    try:
-        async with (
-            asyncio.timeout(SERVED_WITHIN_S),
-            websockets.connect(url, subprotocols=["streamlit"], max_size=None, local_addr=("127.0.0.2", 0)) as ws,
-        ):
-            await ws.send(rerun(f"{QUERY}&someone=else"))
-            while True:
-                msg = ForwardMsg()
-                msg.ParseFromString(await ws.recv())
-                if msg.WhichOneof("type") == "script_finished":
-                    return time.monotonic() - start
-    except TimeoutError:
-        return None
+    return await timed_page(url, f"{QUERY}&someone=else", SERVED_WITHIN_S)
 
 
 def _idle_after(server: Server, limit_s: float = 120.0) -> float | None:
     """Seconds until the server's CPU stays under 10 % of a core for 2 s (None: not within limit_s)."""
-    proc = psutil.Process(server.proc.pid)
-    proc.cpu_percent(None)
-    start, quiet = time.monotonic(), None
-    while time.monotonic() - start < limit_s:
-        time.sleep(0.5)
-        now = time.monotonic()
-        if proc.cpu_percent(None) < 10:
-            quiet = quiet or now - 0.5
-            if now - quiet >= 2:
-                return quiet - start
-        else:
-            quiet = None
-    return None
+    return idle_after(server.proc.pid, limit_s, quiet_for=2.0)
 
 
 def test_rerun_spam_leaves_another_persons_page_served(tmp_path: Path) -> None:
