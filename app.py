@@ -20,6 +20,8 @@ if __name__ == "__main__":
     main()
 else:
     from mha_viz.serve.limits import middleware
+    from mha_viz.serve.ready import routes
     from mha_viz.serve.start import lifespan
 
-    app = st.App(__file__, lifespan=lifespan, middleware=middleware())  # the page stream's limits
+    # the page stream's limits; GET /ready: 200 once the preload has loaded the model (mha_viz/serve/ready.py)
+    app = st.App(__file__, lifespan=lifespan, middleware=middleware(), routes=routes())

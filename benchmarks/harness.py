@@ -105,7 +105,7 @@ class Proxy:
                                      stderr=subprocess.DEVNULL)  # fmt: skip
 
     def __enter__(self) -> Proxy:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 240  # the proxy serves once a replica's /ready says ok (its model loaded)
         while not healthy(self.url):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("HAProxy did not start (Debian: apt-get install haproxy)")

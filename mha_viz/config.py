@@ -58,7 +58,24 @@ MAX_OV_SOURCES = 64  # distinct tokens of the text read through a head's OV circ
 MAX_NOTEBOOK_RECORDINGS = 4  # recordings the notebook API keeps (a text per model and settings)
 WINDOW_FROM = 256  # a pattern over more tokens than this is drawn a window of query rows at a time (Heads, Compare)
 WINDOW_ROWS = 128  # query rows per window (Heads, Compare, Step by step, the Lesson, Two sentences)
+TILE_BLOCK_CELLS = 2**24  # a long attention call runs a block of query rows with at most this many scores at a time
+TILE_CHECK_ROWS = 8  # ... and each block's self-check compares this many of its rows (spread evenly) with the model's
+MAX_LONG_TEXT_CHARS = 60_000  # a long text recorded in tiles (SmolLM2's 8,192 tokens; the CLI's `long`); hosted
+# mode keeps MAX_TEXT_CHARS and the request budgets
+LONG_SINK_TOKENS = 4  # the heads at length (studies/long_heads.py): a head's sink share is its weight on the first keys
+LONG_LOCAL_TOKENS = 256  # ... its local share the weight on the last this many keys (the query's own included)
+LONG_LAST_ROWS = 64  # ... the vertical-slash recall is estimated on the last this many query rows (MInference)
+LONG_STREAMING_RECALL = 0.9  # ... a head whose sinks + recent window hold this share of its weight can stream
+MIN_RETRIEVAL_SCORE = 0.1  # ... unless it copies at least this share of a needle from far away (a retrieval head)
+LONG_PATTERN_BUDGET = 16  # ... each sparse pattern kind keeps 1/16 of the keys (columns, diagonals or tiles)
 AUTO_SCAN_TOKENS = 96  # a per-head scan (Head importance, Patching) starts by itself on texts up to this many tokens
+KV_SINKS = 4  # KV cache policies (kv_policies.py): the attention sinks StreamingLLM and Duo's streaming heads keep
+KV_OBS_WINDOW = 32  # ... SnapKV's (and Ada-KV's) observation window: the last prefix tokens that vote (the paper's 32)
+KV_POOL_KERNEL = 5  # ... SnapKV's average-pooling kernel over the votes (SnapKV's code)
+KV_SAFEGUARD = 0.2  # ... Ada-KV: the share of the budget every head keeps of its own best tokens (kvpress's alpha)
+KV_STREAM_HEAD = 64  # ... DuoAttention: the tokens (sinks + recent) a streaming head keeps at most
+KV_BUDGETS = (0.1, 0.25, 0.5, 0.75)  # the budgets of the KV cache curve (shares of the prefix kept per head)
+KV_PREFIX_SHARE = 0.75  # the share of a text's tokens that form the cached prefix (the rest: the continuation)
 
 # --- tolerances ----------------------------------------------------------------------------------------------------
 MATCH_TOL = 1e-4  # a recomputed value further than this from the model's own (a pattern, the logits) is never shown

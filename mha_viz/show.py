@@ -10,6 +10,7 @@
     show.focus(text, layer=layer, token="it")  # where "it" looks, head by head
     show.overview(text)  # every layer × head
     show.steps(text, layer=layer, head=head)  # the seven steps: a list of figures, shown one after another
+    show.why(text, layer=layer, head=head)  # "it" → "animal" against "street" split by source (docs/why.md)
 
 ``model`` is "" for the bundled MiniLM (default), "smollm2", a Hugging Face id or a folder; a model is loaded
 once per process and device. Bad input raises mha_viz.trace.MhaVizError with a message saying what to do.
@@ -39,13 +40,16 @@ from mha_viz.config import MAX_NOTEBOOK_RECORDINGS, Config
 from mha_viz.figures.notebook import Figures, offline
 from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline.road import Recording, layer_trace, load, record
+from mha_viz.studies import why as why_study
 from mha_viz.studies.sweeps import all_patterns
 from mha_viz.trace import AttentionTrace, MhaVizError
 
 if TYPE_CHECKING:  # only figures/ imports plotly
     import plotly.graph_objects as go
 
-__all__ = ["focus", "found", "head", "heads", "lines", "loaded", "offline", "overview", "patterns", "steps", "trace"]
+__all__ = [
+    "focus", "found", "head", "heads", "lines", "loaded", "offline", "overview", "patterns", "steps", "trace", "why",
+]  # fmt: skip
 _MODELS: dict[tuple[str, str], LoadedModel] = {}  # (model, device) -> the loaded model, once per process
 _RECORDINGS: OrderedDict[tuple[str, str, str], Recording] = OrderedDict()  # the last few texts' model runs
 
@@ -200,6 +204,16 @@ def steps(text: str, layer: int, head: int, model: str = "", device: str = "cpu"
                                      height=380)  # fmt: skip
         out.append(fig)
     return out
+
+
+def why(
+    text: str, layer: int, head: int, query: str = "it", key: str = "animal", versus: str | None = "street",
+    model: str = "", device: str = "cpu",
+) -> why_study.Why:  # fmt: skip
+    """Why does this head look there? The head's score from ``query`` to ``key`` (and the contrast against
+    ``versus``) split into query-source × key-source terms (studies/why.py; the same numbers as `mha-viz why` and
+    the Why? view); mha_viz.analysis.why_plan.plan(w) is what the view draws, with mha_viz.figures.why."""
+    return why_study.why(loaded(model, device), text, layer, head, query, key, versus)
 
 
 offline()

@@ -62,6 +62,14 @@ def minilm():
 
 
 @pytest.fixture(scope="session")
+def smollm2():
+    """The real bundled SmolLM2-135M (loaded once per test session: 30 layers, the heaviest load of the suite)."""
+    from mha_viz.models.load import load_model
+
+    return load_model("smollm2")
+
+
+@pytest.fixture(scope="session")
 def xavier_512() -> AttentionWeights:
     return init_weights(512, 8, seed=0)
 

@@ -188,13 +188,7 @@ def test_roles_on_the_real_model(minilm) -> None:
     assert all(set(SCORE_KEYS) <= set(r) for r in rows)
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    from mha_viz.models.load import load_model
-
-    return load_model("smollm2")
-
-
+@pytest.mark.slow  # SmolLM2's 270 heads scored (slow tier)
 @needs_smollm2
 def test_roles_on_a_decoder_find_induction_heads(smollm2) -> None:
     """SmolLM2 on 20 random token ids repeated twice: induction heads, and few heads left "mixed"."""
@@ -219,6 +213,7 @@ def test_roles_on_a_decoder_find_induction_heads(smollm2) -> None:
     assert best["induction"] > 0.9 and best["label"] == "induction"
 
 
+@pytest.mark.slow  # SmolLM2's 270 heads scored (slow tier)
 @needs_smollm2
 def test_roles_on_a_decoder_are_not_all_mixed(smollm2) -> None:
     from mha_viz.config import Config

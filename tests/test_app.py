@@ -2,65 +2,16 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import array, assert_clean, heatmaps, ignored_note, panels, run_app, specs, step, upload
 
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.pipeline.road import encode, traces
 from mha_viz.ui.sidebar import SOURCES, VIEWS
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-
-
-def run_app(**params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    for k, v in params.items():
-        at.query_params[k] = v
-    return at.run()
-
-
-def specs(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def heatmaps(spec: dict) -> list[dict]:
-    return [t for t in spec["data"] if t["type"] == "heatmap"]
-
-
-def panels(at: AppTest) -> list[tuple[str, dict]]:
-    """Every matrix drawn, in order, as (its title, a spec of its traces alone): a chart's own title, or each panel
-    of a pair drawn as one chart (figures.matrix_pair: the titles over the panels, the traces on x and x2)."""
-    out = []
-    for spec in specs(at):
-        layout = spec["layout"]
-        title = (layout.get("title") or {}).get("text")
-        if title or "xaxis2" not in layout or "xaxis3" in layout:  # a chart of its own, or a grid
-            out.append((title or "", spec))
-            continue
-        for note, axis in zip(layout.get("annotations", []), ("x", "x2"), strict=False):
-            data = [t for t in spec["data"] if t.get("xaxis", "x") == axis]
-            out.append((note["text"], {"data": data, "layout": layout}))
-    return out
-
-
-def array(value) -> np.ndarray:
-    """A Plotly typed array ({dtype, bdata, shape}) or a plain list, as numpy."""
-    if isinstance(value, dict) and "bdata" in value:
-        shape = [int(s) for s in str(value.get("shape", "")).split(",") if s.strip()] or [-1]
-        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).reshape(shape)
-    return np.asarray(value, dtype=float)
-
-
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 def test_default_page_heads_view(minilm) -> None:
@@ -138,15 +89,6 @@ def test_wo_view_identity_check_and_ablation(minilm) -> None:
     assert_clean(at)
     norms = array(specs(at)[3]["data"][0]["z"])  # [heads, tokens]
     assert np.all(norms[:3] == 0) and np.all(norms[3:] > 0)
-
-
-def by_title(at: AppTest) -> dict[str, dict]:
-    return dict(panels(at))
-
-
-def step(at: AppTest, prefix: str) -> tuple[str, np.ndarray]:
-    (title,) = [t for t in by_title(at) if t.startswith(prefix)]
-    return title, array(by_title(at)[title]["data"][0]["z"])
 
 
 def test_step_by_step_shapes_and_scaling(minilm) -> None:
@@ -294,13 +236,6 @@ def test_encoder_decoder_parts_in_the_app(t5_dir: str) -> None:
 # --- link values that cannot be used, hosted-mode wording, failures around own weights -------------------------
 
 
-def ignored_note(at: AppTest) -> str:
-    """The one "Ignored from the link" warning, with the markdown escapes removed ("" when there is none)."""
-    notes = [w.value.replace("\\", "") for w in at.warning if "Ignored from the link" in w.value]
-    assert len(notes) <= 1, notes
-    return notes[0] if notes else ""
-
-
 def test_out_of_range_layer_in_the_link_is_reported(minilm) -> None:
     at = run_app(layer="999", view="Heads")
     assert_clean(at)
@@ -384,11 +319,6 @@ def test_local_mode_model_box_mentions_folders(monkeypatch) -> None:
     assert "folder" in box.label and "/path/to/folder" in box.placeholder
 
 
-def _upload(at: AppTest, data: bytes | None) -> AppTest:
-    files = None if data is None else ("w.safetensors", data, "application/octet-stream")
-    return at.sidebar.file_uploader(key="upload").set_value(files).run()
-
-
 def test_hostile_uploads_are_messages_and_the_page_recovers(minilm) -> None:
     import torch
     from safetensors.torch import save
@@ -404,14 +334,14 @@ def test_hostile_uploads_are_messages_and_the_page_recovers(minilm) -> None:
         (save(huge), "tensor W_Q has values up to 1e+30; the limit is 10000"),
         (b"\x80\x04garbage", "not a valid safetensors file"),
     ):
-        _upload(at, data)
+        upload(at, data)
         assert not at.exception, [e.value for e in at.exception]
         side = [e.value.replace("\\", "") for e in at.sidebar.error]
         main = [e.value.replace("\\", "") for e in at.main.error]
         assert not side, side  # said once, in the page: the sidebar does not repeat it
         assert sum(message in e for e in main) == 1, main
         assert not specs(at)  # nothing drawn from a file that was refused
-    _upload(at, None)
+    upload(at, None)
     assert_clean(at)
     assert len(heatmaps(specs(at)[0])) == 4
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_app import array, assert_clean, heatmaps, run_app, specs
+from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
 from conftest import SENTENCE
 from mha_viz.models.projections import head_weights

@@ -27,13 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LONG = " ".join(["The animal didn't cross the street because it was too tired, and the river was wide."] * 30)
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    from mha_viz.models.load import load_model
-
-    return load_model("smollm2")
-
-
 def test_every_view_has_an_estimate_of_memory_and_time() -> None:
     from mha_viz.ui import VIEW_FUNCS
 

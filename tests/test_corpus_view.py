@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 from streamlit.testing.v1 import AppTest
-from test_app import array, assert_clean, heatmaps, run_app, specs
 
 from mha_viz.analysis.corpus_stats import STATS_COLUMNS, read_stats
 from mha_viz.analysis.roles import SCORE_KEYS, is_punctuation

@@ -6,7 +6,7 @@ import csv
 import io
 
 import numpy as np
-from test_app import assert_clean, run_app
+from apptest_helpers import assert_clean, run_app
 
 from conftest import SENTENCE
 from mha_viz.analysis.patterns import output_change

@@ -137,7 +137,7 @@ def test_long_step_titles_break_at_spaces_and_keep_their_shape_whole() -> None:
 
 def test_a_pair_is_two_matrices_in_one_chart_each_with_its_title_scale_and_values() -> None:
     """figures.matrix_pair (Step by step draws its matrices two to a chart): nothing of either figure is lost."""
-    from test_app import array
+    from apptest_helpers import array
 
     from mha_viz.figures.finish import finish
     from mha_viz.figures.heatmap import matrix_heatmap, matrix_pair

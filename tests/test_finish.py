@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import plotly.tools
 import pytest
-from test_app import array, run_app, specs
+from apptest_helpers import array, run_app, specs
 
 from mha_viz.figures import comparison, heads_grid, look, matrix_heatmap, paired_bars, token_bars
 from mha_viz.figures.finish import DATA_REVISION, AsBuilt, finish

@@ -48,7 +48,7 @@ def imports(path: Path, top_level_only: bool = False) -> set[str]:
 
 
 MODULES = {_module(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-ENGINE = {"trace", "config", "errors", "attention", "edits", "own", "own_variants", "pooling"}
+ENGINE = {"trace", "config", "errors", "attention", "edits", "own", "own_variants", "pooling", "tiles"}
 BELOW = {  # what each layer may import from the package, besides itself
     "engine": {"engine"},
     "runtime": {"engine"},
@@ -129,6 +129,80 @@ def test_no_import_cycle() -> None:
             assert cycle is None, " -> ".join(cycle)
 
 
+ABOVE_THE_DOOR = ("mha_viz.studies", "mha_viz.ui", "mha_viz.cli", "mha_viz.show")
+MODELS_ABOVE_THE_DOOR: dict[str, set[str] | None] = {  # module -> the names those layers may take from it (None: any)
+    "mha_viz.models.catalog": None,  # the catalog: which architectures this install traces
+    "mha_viz.models.sources": None,  # the catalog's sources: which models may be loaded, the bundled ones
+    "mha_viz.models.offline": None,  # the catalog's local part: which models are on this machine
+    "mha_viz.models.placement": None,  # where a model's weights are placed (the --device-map / sidebar syntax)
+    "mha_viz.models.load": {"LoadedModel"},  # the loaded model's type only (loading goes through pipeline/)
+    "mha_viz.models.tokens": None,  # the Tokens a text becomes and its labels (pure: no model, no torch)
+    "mha_viz.models.interventions": None,  # the typed interventions pipeline.run takes
+}
+
+
+def models_imports(path: Path) -> set[tuple[str, str]]:
+    """(module, name) for every import of mha_viz.models in ``path``, inside functions too (the CLI imports lazily),
+    leaving out `if TYPE_CHECKING:` blocks; ``import mha_viz.models.x`` gives (mha_viz.models.x, "*")."""
+    found: set[tuple[str, str]] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child):
+                continue
+            if isinstance(child, ast.Import):
+                found.update((a.name, "*") for a in child.names if a.name.startswith("mha_viz.models"))
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                if child.module == "mha_viz":
+                    found.update((f"mha_viz.{a.name}", "*") for a in child.names if a.name == "models")
+                elif child.module.startswith("mha_viz.models"):
+                    found.update((child.module, a.name) for a in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def models_misuse(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """What studies/, ui/, cli/ and show import from models/ beyond MODELS_ABOVE_THE_DOOR, per module."""
+    wrong = {}
+    for m, p in modules.items():
+        if not m.startswith(ABOVE_THE_DOOR):
+            continue
+        bad = []
+        for module, name in models_imports(p):
+            allowed = MODELS_ABOVE_THE_DOOR.get(module, set())
+            if allowed is not None and name not in allowed:
+                bad.append(f"{module}.{name}" if name != "*" else module)
+        if bad:
+            wrong[m] = sorted(bad)
+    return wrong
+
+
+def test_studies_and_views_reach_models_only_through_the_door() -> None:
+    """Issue 36 §1: studies/, ui/, cli/ and show run a model only through pipeline (pipeline.run with typed
+    interventions; pipeline/weights.py for its weights): from models/ they take only the catalog, placement, the
+    LoadedModel type, Tokens and the intervention classes (MODELS_ABOVE_THE_DOOR)."""
+    assert not models_misuse(MODULES)
+
+
+def test_the_door_rule_catches_a_study_calling_run_model(tmp_path: Path) -> None:
+    """The rule above fails for a study that imports run_model (or all of models/, or a model's weights) directly."""
+    study = tmp_path / "study.py"
+    for line, caught in [
+        ("from mha_viz.models.run import run_model", "mha_viz.models.run.run_model"),
+        ("from mha_viz.models.load import load_model", "mha_viz.models.load.load_model"),
+        ("import mha_viz.models.capture", "mha_viz.models.capture"),
+        ("from mha_viz import models", "mha_viz.models"),
+        ("def f():\n    from mha_viz.models.arch import plain_weights", "mha_viz.models.arch.plain_weights"),
+    ]:
+        study.write_text(f"{line}\nfrom mha_viz.models.load import LoadedModel\nfrom mha_viz.pipeline import run\n")
+        assert models_misuse({"mha_viz.studies.study": study}) == {"mha_viz.studies.study": [caught]}
+        assert models_misuse({"mha_viz.pipeline.study": study}) == {}  # pipeline/ is the door: it may
+    study.write_text("from mha_viz.models.interventions import Ablate\nfrom mha_viz.models.tokens import Tokens\n")
+    assert models_misuse({"mha_viz.ui.view": study, "mha_viz.show": study}) == {}
+
+
 def _constants(path: Path) -> dict[str, ast.expr]:
     """A module's own ALL_CAPS names bound at its top level (``A = 1``, ``A, B = 1, 2``), with their values."""
     found: dict[str, ast.expr] = {}
@@ -197,3 +271,37 @@ def test_no_number_is_named_twice() -> None:
             if (number := _number(value)) is not None:
                 seen.setdefault((name, number), []).append(m)
     assert not {k: ms for k, ms in seen.items() if len(ms) > 1}
+
+
+VIEWS = "mha_viz.ui.views."
+VIEW_LINES = 60  # a view function longer than this both chooses and draws: its choices belong in analysis/plans/
+LONG_VIEW_FUNCTIONS: dict[str, str] = {}  # "module:function" → why it may stay longer (none today)
+
+
+def _view_modules() -> dict[str, Path]:
+    return {m: p for m, p in MODULES.items() if m.startswith(VIEWS)}
+
+
+def test_no_view_imports_another_view() -> None:
+    """A view module imports no other view module (issue 36 §2): what two views share lives in a non-view ui module
+    (ui/claims.py, ui/variant_section.py, ui/two_head.py) or in analysis/; only the package's __init__ lists them."""
+    wrong = {
+        m: sorted(i for i in imports(p) if i.startswith(VIEWS) and i in MODULES and i != m)
+        for m, p in _view_modules().items()
+        if m != VIEWS.rstrip(".")
+    }
+    assert not {m: found for m, found in wrong.items() if found}
+
+
+def test_view_functions_are_short() -> None:
+    """No function of a view module is longer than VIEW_LINES lines (issue 36 §2: the view draws a plan that a pure
+    function in analysis/ chose), but those LONG_VIEW_FUNCTIONS names with its reason."""
+    long = {}
+    for m, p in _view_modules().items():
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{m.removeprefix(VIEWS)}:{node.name}"
+                size = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if size > VIEW_LINES and name not in LONG_VIEW_FUNCTIONS:
+                    long[name] = size
+    assert not long, f"view functions over {VIEW_LINES} lines (move their choices into a plan): {long}"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from apptest_helpers import assert_clean, run_app
 
 from mha_viz.figures import matrix_heatmap
 from mha_viz.ui.common import plot, recording_figures
-from tests.test_app import assert_clean, run_app
 
 LABEL = "Download this view (.html)"
 

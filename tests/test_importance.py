@@ -46,15 +46,16 @@ def test_decoder_measure_is_the_loss_increase() -> None:
     lm = _tiny("llama", None)
     scorer = im.Scorer(lm, [SENTENCE])
     ids = scorer.texts[0].ids
-    from mha_viz.models.run import run_model
+    from mha_viz.pipeline.door import Ablate, run
 
-    intact = run_model(lm, ids, record=False).logits[0]
-    cut = run_model(lm, ids, ablate={("decoder", 0): [1, 3]}, record=False).logits[0]
+    intact = run(lm, ids, record=False).logits[0]
+    cut = run(lm, ids, Ablate("decoder", 0, (1, 3)), record=False).logits[0]
     ce = lambda lg: torch.nn.functional.cross_entropy(lg[:-1].double(), ids[0, 1:])
     assert scorer.score([(0, 1), (0, 3)]) == pytest.approx(float(ce(cut) - ce(intact)), abs=1e-9)
     assert scorer.score([]) == 0.0
 
 
+@pytest.mark.slow  # 73 pruning steps of MiniLM, twice (slow tier)
 def test_pruning_curve_starts_at_zero_and_ends_at_all_removed(minilm) -> None:
     scorer = im.Scorer(minilm, [SENTENCE])
     imp = im.head_importance(scorer)
@@ -84,6 +85,7 @@ def test_curve_steps_thin_out_for_big_models() -> None:
     assert steps == sorted(set(steps))
 
 
+@pytest.mark.slow  # importance and a 73-step pruning curve through the CLI (slow tier)
 def test_cli_contract(minilm, tmp_path, capsys) -> None:
     import csv
 

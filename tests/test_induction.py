@@ -127,6 +127,7 @@ def test_length_over_the_models_token_limit(llama_dir: str) -> None:
         check_length(short, 10)
 
 
+@pytest.mark.slow  # SmolLM2 over every layer through the CLI (slow tier)
 @needs_smollm2
 def test_smollm2_has_induction_heads_and_learns_in_context(capsys) -> None:
     from mha_viz.models.load import load_model

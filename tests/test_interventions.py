@@ -1,9 +1,11 @@
 """The intervention classes (mha_viz/models/interventions.py, issue 36 §1): each one's pre/mask/post on tiny
 tensors against a hand computation, the stage order whatever order they are given in, a per-head key mask through
-a real attention module's own eager attention, and pipeline.run with typed interventions giving exactly what
-run_model's older keywords give on tiny models, the bundled MiniLM and SmolLM2."""
+a real attention module's own eager attention, and pipeline.run with typed interventions: every kind in one pass
+in any order on tiny models, and ablation against a forward pre-hook on W^O on the bundled MiniLM and SmolLM2."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -11,7 +13,6 @@ import torch
 from conftest import SENTENCE, _tiny_tokenizer
 from mha_viz.models.capture import Recorder, mha_viz_attention, recording
 from mha_viz.models.load import prepare
-from mha_viz.models.run import run_model
 from mha_viz.pipeline import Ablate, HeadMask, KeyMask, Replace, Rotate, Route, ShareKV, plan_of, run
 from mha_viz.trace import MhaVizError
 
@@ -160,8 +161,9 @@ def test_key_mask_is_recorded_as_the_mask_the_model_used(tiny) -> None:
     assert (out(masked) - out(plain)).abs().max() > 1e-4
 
 
-def test_every_older_keyword_equals_its_typed_intervention(tiny) -> None:
-    """Given in reverse stage order, as typed interventions: the same output as run_model's keywords."""
+def test_every_kind_in_one_pass_whatever_order_they_are_given_in(tiny) -> None:
+    """Every kind of intervention in one pass, given in reverse stage order and shuffled: the same output, and
+    different from the model's own (the interventions act)."""
     part = tiny.parts[0]
     ids = torch.tensor([tiny.tokenizer(SENTENCE)["input_ids"]])
     pos, h, kv = ids.shape[1], tiny.n_heads, tiny.n_kv_heads
@@ -173,15 +175,12 @@ def test_every_older_keyword_equals_its_typed_intervention(tiny) -> None:
     def gate(p: str, la: int, z: torch.Tensor) -> torch.Tensor:  # [b, q, h, dh] -> [b, q, h]
         return (z.norm(dim=-1) > z.norm(dim=-1).median()).float()
 
-    old = run_model(
-        tiny, ids, record=False, ablate={(part, 0): [1]}, head_mask={(part, 1): mask}, rotate={(part, 0): (r_k, r_v)},
-        share={(part, 0): [[0, 1]]}, replace={(part, 1, "v"): (None, new_v)}, route=gate,
-    )  # fmt: skip
     routes = [Route(s.part, s.layer, lambda z, s=s: gate(s.part, s.layer, z)) for s in tiny.sites]
     steps = [Replace(part, 1, "v", new_v), *routes, HeadMask(part, 1, mask), Ablate(part, 0, (1,)),
              ShareKV(part, 0, ((0, 1),)), Rotate(part, 0, r_k, r_v)]  # fmt: skip
     new = run(tiny, ids, *steps, record=False)
-    assert torch.equal(new.hidden, old.hidden)
+    order = torch.randperm(len(steps), generator=torch.Generator().manual_seed(1)).tolist()
+    assert torch.equal(new.hidden, run(tiny, ids, *(steps[i] for i in order), record=False).hidden)
     plain = run(tiny, ids, record=False)
     assert (new.hidden - plain.hidden).abs().max() > 1e-4  # the interventions did something
 
@@ -196,23 +195,39 @@ def test_bad_interventions_are_refused_with_a_message(minilm) -> None:
         run(minilm, ids, KeyMask("encoder", 0, torch.ones(3, dtype=torch.bool)), record=False)
 
 
-def test_ablation_through_the_door_equals_run_model_on_minilm(minilm) -> None:
+def _hooked(lm, ids: torch.Tensor, heads: dict[tuple[str, int], list[int]]):
+    """The model's own output with ``heads`` zeroed on their way into W^O by forward pre-hooks on a deep copy's W^O
+    (nothing of mha_viz's capture). Shapes: ids [1, pos]; returns the model's output (last_hidden_state or logits)."""
+    model = copy.deepcopy(lm.model)
+    dh = lm.d_model // lm.n_heads
+    for (part, layer), hs in heads.items():
+
+        def pre(_mod, args, hs=hs):
+            x = args[0].clone()  # [b, pos, h * dh]
+            for h in hs:
+                x[..., h * dh : (h + 1) * dh] = 0
+            return (x, *args[1:])
+
+        model.get_submodule(lm.site(part, layer).wo).register_forward_pre_hook(pre)
+    with torch.no_grad():
+        return model(input_ids=ids, **({"use_cache": False} if lm.causal_lm else {}))
+
+
+def test_ablation_through_the_door_equals_a_hook_on_wo_on_minilm(minilm) -> None:
     ids = torch.tensor([minilm.tokenizer(SENTENCE)["input_ids"]])
-    old = run_model(minilm, ids, ablate={("encoder", 2): [1, 3], ("encoder", 5): [0]})
     new = run(minilm, ids, Ablate("encoder", 5, (0,)), Ablate("encoder", 2, (3, 1)))
-    assert torch.equal(new.hidden, old.hidden)
-    for key, call in old.calls.items():
-        assert torch.equal(new.calls[key].wo_in, call.wo_in)
+    ref = _hooked(minilm, ids, {("encoder", 2): [1, 3], ("encoder", 5): [0]}).last_hidden_state
+    torch.testing.assert_close(new.hidden, ref, atol=1e-5, rtol=0)
     assert new.calls[("encoder", 2)].wo_in[0].reshape(ids.shape[1], 12, -1)[:, [1, 3]].abs().sum() == 0
     assert not torch.equal(new.hidden, run(minilm, ids, record=False).hidden)
 
 
-def test_ablation_through_the_door_equals_run_model_on_smollm2() -> None:
+def test_ablation_through_the_door_equals_a_hook_on_wo_on_smollm2() -> None:
     from mha_viz.models.load import load_model
 
     lm = load_model("smollm2")
     ids = torch.tensor([lm.tokenizer(SENTENCE)["input_ids"]])
-    old = run_model(lm, ids, ablate={("decoder", 3): [2, 7]}, record=False)
     new = run(lm, ids, Ablate("decoder", 3, (2, 7)), record=False)
-    assert torch.equal(new.logits, old.logits)
+    ref = _hooked(lm, ids, {("decoder", 3): [2, 7]}).logits.float()
+    torch.testing.assert_close(new.logits, ref, atol=1e-4, rtol=1e-4)
     assert not torch.equal(new.logits, run(lm, ids, record=False).logits)

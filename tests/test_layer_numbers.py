@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-from test_models import TOL, _labels, reference
+from references import TOL, id_tokens, reference
 
 from mha_viz.config import Config
 from mha_viz.models.load import prepare
@@ -50,7 +50,7 @@ def test_every_layer_is_the_model_layer_of_its_number(case: str) -> None:
     assert [s.layer for s in lm.sites] == list(range(len(attention_layers)))  # numbered in model order
     assert [s.model_layer for s in lm.sites] == attention_layers  # and the model's own number kept
     ids = torch.randint(3, 120, (1, 9), generator=torch.Generator().manual_seed(1))
-    rec = Recording(_labels(ids[0].tolist()), None, run_model(lm, input_ids=ids))
+    rec = Recording(id_tokens(ids[0].tolist()), None, run_model(lm, input_ids=ids))
     attn, wo_out = reference(eager, lm, {"input_ids": ids})
     for (part, layer), want in attn.items():
         t = layer_trace(lm, rec, part, layer, Config())

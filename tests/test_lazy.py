@@ -4,7 +4,7 @@ the shares the trace gives."""
 from __future__ import annotations
 
 import numpy as np
-from test_app import array, assert_clean, run_app, specs
+from apptest_helpers import array, assert_clean, run_app, specs
 
 from conftest import SENTENCE
 from mha_viz.analysis import norms

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from test_app import array, assert_clean, heatmaps, run_app, specs
+from apptest_helpers import array, assert_clean, heatmaps, open_all, run_app, specs
 
 from conftest import SENTENCE, random_weights
 from mha_viz.analysis.lesson import default_head, mask_kind, wo_origin
@@ -23,14 +23,6 @@ STEP_TITLES = ("Step 1.", "Step 2.", "Step 3.", "Step 4.", "Step 5.", "Step 6.",
 
 def _z(spec: dict, k: int = 0) -> np.ndarray:
     return array(heatmaps(spec)[k]["z"]).astype(np.float64)
-
-
-def open_all(at):
-    """Press the Lesson's "Open all steps": every step and both claims open (the page starts with step 1 only)."""
-    at.button(key="lesson_open_all").click().run()
-    assert_clean(at)
-    assert at.button(key="lesson_open_all").label == "Close all steps"
-    return at
 
 
 def _titles(at) -> list[str]:

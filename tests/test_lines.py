@@ -9,8 +9,8 @@ import re
 
 import numpy as np
 import pytest
-from test_app import array, assert_clean, ignored_note, run_app
-from test_security import PAYLOADS
+from apptest_helpers import array, assert_clean, ignored_note, run_app
+from texts import PAYLOADS
 
 from conftest import SENTENCE
 from mha_viz.config import Config

@@ -4,7 +4,7 @@ an upload whose head count differs from the sidebar's boxes (AppTest, the bundle
 
 from __future__ import annotations
 
-from test_app import _upload, assert_clean, heatmaps, ignored_note, run_app, specs
+from apptest_helpers import assert_clean, heatmaps, ignored_note, run_app, specs, upload
 
 from mha_viz.config import MAX_SECOND_TEXT_CHARS
 from mha_viz.ui.links import LINK_REFUSED, watch_refused_links
@@ -58,7 +58,7 @@ def test_the_server_side_check_is_wrapped_too() -> None:
 
 def test_an_empty_upload_is_a_sidebar_error(minilm) -> None:
     at = run_app(src="Own weights", d_model="64", own_heads="4", view="Heads")
-    _upload(at, b"")
+    upload(at, b"")
     assert not at.exception, [e.value for e in at.exception]
     side = [e.value.replace("\\", "") for e in at.sidebar.error]
     assert len(side) == 1 and "That file is empty (0 bytes), so nothing was loaded" in side[0], side
@@ -69,7 +69,7 @@ def test_an_upload_sets_the_heads_the_sidebar_shows(minilm) -> None:
     from mha_viz.own import init_weights, save_weights
 
     at = run_app(src="Own weights", view="Heads")  # the boxes say 8 heads × 512
-    _upload(at, save_weights(init_weights(512, 1, seed=3)))
+    upload(at, save_weights(init_weights(512, 1, seed=3)))
     assert_clean(at)
     info = [i.value for i in at.sidebar.info]
     assert any(
@@ -79,7 +79,7 @@ def test_an_upload_sets_the_heads_the_sidebar_shows(minilm) -> None:
         assert at.sidebar.number_input(key=key).proto.disabled
     assert at.sidebar.selectbox(key="init").proto.disabled
     assert len(heatmaps(specs(at)[0])) == 1  # the file's one head is what is drawn
-    _upload(at, None)  # the boxes apply again
+    upload(at, None)  # the boxes apply again
     assert_clean(at)
     assert not at.sidebar.number_input(key="own_heads").proto.disabled
     assert len(heatmaps(specs(at)[0])) == 8

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from apptest_helpers import assert_clean, ignored_note, run_app
 from hypothesis import given
 from hypothesis import strategies as st
-from test_app import assert_clean, ignored_note, run_app
 
 from mha_viz import config
 from mha_viz.ui.links import parse_link_float, parse_link_int

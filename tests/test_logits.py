@@ -43,14 +43,9 @@ def gpt2():
     return prepare(model, _tiny_tokenizer(), "tiny-gpt2")
 
 
-@pytest.fixture(scope="module")
-def smollm2():
-    from mha_viz.models.load import load_model
-
-    return load_model("smollm2")
-
-
-@pytest.fixture(params=["llama", "gpt2", pytest.param("smollm2", marks=needs_smollm2)])
+@pytest.fixture(  # SmolLM2 (30 layers, 49k vocabulary) in the slow tier; the tiny LLaMA and GPT-2 in --fast
+    params=["llama", "gpt2", pytest.param("smollm2", marks=[needs_smollm2, pytest.mark.slow])]
+)
 def causal(request):
     return request.getfixturevalue(request.param)
 
@@ -138,6 +133,7 @@ def test_bad_position_and_encoders_are_refused(llama, minilm) -> None:
         logits.readout(minilm, SENTENCE)
 
 
+@pytest.mark.slow  # the real SmolLM2 read out at every layer (slow tier)
 @needs_smollm2
 def test_smollm2_reads_the_sentence(smollm2) -> None:
     r = logits.readout(smollm2, SENTENCE)

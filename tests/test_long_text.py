@@ -5,30 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from apptest_helpers import assert_clean, run_app
+from texts import long_text, over_limit
 
 from mha_viz.config import Config
 from mha_viz.models.load import LoadedModel, load_model
 from mha_viz.models.tokens import cut_notice, tokenize
 from mha_viz.pipeline.road import encode, layer_trace, record
 from mha_viz.ui.sidebar import VIEWS
-from tests.test_app import assert_clean, run_app
-
-
-def long_text(n_sentences: int) -> str:
-    """Varied English: ``n_sentences`` numbered sentences (about 17 MiniLM tokens each)."""
-    words = ("animal", "street", "river", "teacher", "garden", "engine", "letter", "window")
-    return " ".join(
-        f"Sentence {i}: the {words[i % 8]} did not cross the {words[(3 * i + 1) % 8]} because it was too tired."
-        for i in range(n_sentences)
-    )
-
-
-def over_limit(lm: LoadedModel, extra: int) -> str:
-    """A text with at least ``extra`` tokens more than ``lm`` takes."""
-    n = 1
-    while len(lm.tokenizer(long_text(n))["input_ids"]) < lm.max_tokens + extra:
-        n += 4
-    return long_text(n)
 
 
 def test_cut_to_the_limit_with_what_was_dropped(minilm: LoadedModel) -> None:
@@ -100,8 +84,7 @@ def test_every_view_renders_at_limit_plus_100(view: str, minilm: LoadedModel) ->
 
 
 def test_lesson_window_draws_the_opened_heads_exact_weights(minilm: LoadedModel) -> None:
-    from tests.test_app import array, heatmaps, specs
-    from tests.test_lesson import open_all
+    from apptest_helpers import array, heatmaps, open_all, specs
 
     text = over_limit(minilm, 100)
     at = run_app(view="Lesson", text=text, layer="1", lesson_head="head 3", lesson_rows="tokens 128–255")

@@ -8,6 +8,8 @@ import importlib.util
 
 import numpy as np
 import pytest
+from apptest_helpers import array, assert_clean, heatmaps, panels, run_app, specs
+from texts import long_text, over_limit
 
 from mha_viz.analysis.patterns import drop_special
 from mha_viz.analysis.referents import default_pair, focus_head
@@ -17,8 +19,6 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import rows
 from mha_viz.pipeline.road import layer_trace, record
 from mha_viz.studies.sweeps import all_patterns
-from tests.test_app import array, assert_clean, heatmaps, panels, run_app, specs
-from tests.test_long_text import long_text, over_limit
 
 TEXT = long_text(4)  # about 70 MiniLM tokens
 

@@ -12,6 +12,7 @@ import threading
 import pytest
 import torch
 import transformers as tf
+from references import TOL, id_tokens, reference
 
 from conftest import SENTENCE
 from mha_viz.config import Config
@@ -19,45 +20,19 @@ from mha_viz.models.catalog import catalog
 from mha_viz.models.load import LoadedModel, load_model, prepare
 from mha_viz.models.run import run_model
 from mha_viz.models.sources import bundled_model_dir
-from mha_viz.models.tokens import Tokens, distinct_labels, readable
+from mha_viz.models.tokens import distinct_labels, readable
+from mha_viz.pipeline.door import Ablate
+from mha_viz.pipeline.door import run as door_run
 from mha_viz.pipeline.road import Recording, encode, layer_trace, record, traces
 from mha_viz.trace import MhaVizError
 from zoo import ZOO, build
 
-TOL = 1e-5
 SENTENCES = [
     SENTENCE,
     "The animal didn't cross the street because it was too wide.",
     "humpty dumpty sat on a wall",
     "Attention: the the the, repeated words; and punctuation!",
 ]
-
-
-def _labels(ids: list[int]) -> Tokens:
-    names = tuple(f"t{i}" for i in range(len(ids)))
-    return Tokens(tuple(ids), names, names, tuple(False for _ in ids))
-
-
-def reference(model: torch.nn.Module, lm: LoadedModel, kwargs: dict) -> tuple[dict, dict]:
-    """The eager model's own attentions {(part, layer): [b, h, q, k]} and W^O outputs {(part, layer): [b, q, d]}."""
-    wo_out: dict = {}
-    handles = []
-    for site in lm.sites:
-
-        def hook(_m, _a, out, key=(site.part, site.layer)):
-            wo_out[key] = out.detach()
-
-        handles.append(model.get_submodule(site.wo).register_forward_hook(hook))
-    with torch.no_grad():
-        out = model(**kwargs, output_attentions=True)
-    for h in handles:
-        h.remove()
-    if lm.encoder_decoder:
-        by_part = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
-    else:
-        by_part = {lm.parts[0]: out.attentions}
-    attn = {(p, i): a.detach() for p, found in by_part.items() for i, a in enumerate(found)}
-    return attn, wo_out
 
 
 @pytest.mark.parametrize("model_type", sorted(ZOO))
@@ -71,7 +46,9 @@ def test_architecture_reproduced(model_type: str) -> None:
     if lm.encoder_decoder:
         dec = [2, *range(10, 17)]
         kwargs["decoder_input_ids"] = torch.tensor([dec])
-    rec = Recording(_labels(ids[0].tolist()), None if dec is None else _labels(dec), run_model(lm, **_run_args(kwargs)))
+    rec = Recording(
+        id_tokens(ids[0].tolist()), None if dec is None else id_tokens(dec), run_model(lm, **_run_args(kwargs))
+    )
     attn, wo_out = reference(eager, lm, kwargs)
     assert set(attn) == set(rec.run.calls) == {(s.part, s.layer) for s in lm.sites}
     for part, layer in rec.run.calls:
@@ -162,7 +139,7 @@ def test_ablation_zeroes_heads_into_wo(minilm: LoadedModel) -> None:
     import copy
 
     ids = torch.tensor([encode(minilm, SENTENCE)[0].ids])
-    cut = run_model(minilm, ids, ablate={("encoder", 1): [0, 3]}, record=False)
+    cut = door_run(minilm, ids, Ablate("encoder", 1, (0, 3)), record=False)
     edited = copy.deepcopy(minilm.model)
     with torch.no_grad():
         edited.encoder.layer[1].attention.output.dense.weight[:, 0:32] = 0  # nn.Linear [out, in]; d_head 32
@@ -239,7 +216,7 @@ def test_shared_model_is_not_mutated(minilm: LoadedModel) -> None:
 
     layer_weights(minilm, rec, "encoder", 0).W_Q.zero_()  # editing our copy must not reach the model
     traces(Config(heads=4, wo="random", ablate=(1,)), SENTENCE, layers=[0, 5], lm=minilm)
-    run_model(minilm, torch.tensor([rec.tokens.ids]), ablate={("encoder", 0): [1]})
+    door_run(minilm, torch.tensor([rec.tokens.ids]), Ablate("encoder", 0, (1,)))
     for n, p in minilm.model.named_parameters():
         assert torch.equal(p, before[n]), n
 
@@ -273,7 +250,7 @@ def test_overflowing_model_is_refused_not_drawn_as_nan() -> None:
         model.encoder.layer[1].attention.self.key.weight.fill_(1e30)  # scores ~1e60: inf in float32
     lm = prepare(model, None, "bert")
     ids = torch.randint(3, 120, (1, 8), generator=torch.Generator().manual_seed(2))
-    rec = Recording(_labels(ids[0].tolist()), None, run_model(lm, ids))
+    rec = Recording(id_tokens(ids[0].tolist()), None, run_model(lm, ids))
     assert torch.isfinite(layer_trace(lm, rec, "encoder", 0, Config()).pattern).all()
     with pytest.raises(MhaVizError, match=r"overflowed|could not reproduce"):
         layer_trace(lm, rec, "encoder", 1, Config())
@@ -283,7 +260,7 @@ def test_rotary_layers_record_q_and_k_before_rotation() -> None:
     """LLaMA-style layers: Q and K before rotary embeddings are X · W_Q and X · W_K; rotation keeps lengths."""
     lm = prepare(build("llama"), None, "llama")
     ids = torch.randint(3, 120, (1, 10), generator=torch.Generator().manual_seed(4))
-    rec = Recording(_labels(ids[0].tolist()), None, run_model(lm, ids))
+    rec = Recording(id_tokens(ids[0].tolist()), None, run_model(lm, ids))
     t = layer_trace(lm, rec, "decoder", 1, Config())
     assert lm.site("decoder", 1).pre_rotary and t.q_pre is not None and t.k_pre is not None
     attn = lm.model.model.layers[1].self_attn

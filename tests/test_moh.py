@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from conftest import _tiny_tokenizer, _zoo_dir
+from mha_viz import pipeline
 from mha_viz.cli.main import main
 from mha_viz.models.load import prepare
-from mha_viz.models.run import run_model
+from mha_viz.pipeline import Ablate, HeadMask
 from mha_viz.studies import moh
 
 TEXT = "The animal was tired because it ran"
@@ -46,7 +47,7 @@ def _hooked(lm, part: str, masks: dict[int, torch.Tensor]) -> torch.Tensor:
             return (x * m.repeat_interleave(x.shape[-1] // m.shape[-1], dim=-1)[None],)
 
         lin.register_forward_pre_hook(pre)
-    return _out(run_model(copy_lm, _ids(lm), record=False))
+    return _out(pipeline.run(copy_lm, _ids(lm), record=False))
 
 
 def test_per_token_mask_equals_a_hand_written_hook(tiny) -> None:
@@ -54,9 +55,9 @@ def test_per_token_mask_equals_a_hand_written_hook(tiny) -> None:
     pos = _ids(tiny).shape[1]
     gen = torch.Generator().manual_seed(0)
     masks = {la: (torch.rand(pos, tiny.n_heads, generator=gen) > 0.5).float() for la in range(tiny.n_layers(part))}
-    got = _out(run_model(tiny, _ids(tiny), record=False, head_mask={(part, la): m for la, m in masks.items()}))
+    got = _out(pipeline.run(tiny, _ids(tiny), *(HeadMask(part, la, m) for la, m in masks.items()), record=False))
     torch.testing.assert_close(got, _hooked(tiny, part, masks), atol=1e-5, rtol=1e-4)
-    assert (got - _out(run_model(tiny, _ids(tiny), record=False))).abs().max() > 1e-3  # the mask does something
+    assert (got - _out(pipeline.run(tiny, _ids(tiny), record=False))).abs().max() > 1e-3  # the mask does something
 
 
 def test_router_keeps_the_largest_contributions_per_token(tiny) -> None:
@@ -65,26 +66,26 @@ def test_router_keeps_the_largest_contributions_per_token(tiny) -> None:
     assert usage.shape == (tiny.n_layers(part), _ids(tiny).shape[1], tiny.n_heads)
     assert (usage.sum(-1) == 2).all()
     # layer 0's routing, recomputed by hand from the unrouted pass's W^O input (layer 0's input is not routed)
-    run = run_model(tiny, _ids(tiny), only=(part, 0))
+    run = pipeline.run(tiny, _ids(tiny), only=(part, 0))
     z = run.calls[(part, 0)].wo_in[0].reshape(-1, tiny.n_heads, moh.head_wo(tiny, part)[0].shape[1])  # [pos, h, dh]
     norms = torch.stack([(z[:, h] @ moh.head_wo(tiny, part)[0][h]).norm(dim=-1) for h in range(tiny.n_heads)], -1)
     want = np.argsort(-norms.numpy(), axis=-1)[:, :2]
     assert all(set(np.flatnonzero(usage[0, t])) == set(want[t]) for t in range(len(want)))
     # the routed pass equals the hand-written hook with the masks it used
     masks = {la: torch.tensor(usage[la], dtype=torch.float32) for la in range(len(usage))}
-    routed = _out(run_model(tiny, _ids(tiny), record=False, route=moh.router(part, 2, moh.head_wo(tiny, part))))
+    routed = _out(pipeline.run(tiny, _ids(tiny), *moh.routes(part, 2, moh.head_wo(tiny, part)), record=False))
     torch.testing.assert_close(routed, _hooked(tiny, part, masks), atol=1e-5, rtol=1e-4)
 
 
 def test_k_h_is_the_model_and_k_0_ablates_every_head(tiny) -> None:
     part = tiny.parts[0]
     wo = moh.head_wo(tiny, part)
-    plain = _out(run_model(tiny, _ids(tiny), record=False))
-    full = _out(run_model(tiny, _ids(tiny), record=False, route=moh.router(part, tiny.n_heads, wo)))
+    plain = _out(pipeline.run(tiny, _ids(tiny), record=False))
+    full = _out(pipeline.run(tiny, _ids(tiny), *moh.routes(part, tiny.n_heads, wo), record=False))
     assert (full - plain).abs().max() <= 1e-6
-    none = _out(run_model(tiny, _ids(tiny), record=False, route=moh.router(part, 0, wo)))
-    all_heads = {(part, la): list(range(tiny.n_heads)) for la in range(tiny.n_layers(part))}
-    ablated = _out(run_model(tiny, _ids(tiny), record=False, ablate=all_heads))
+    none = _out(pipeline.run(tiny, _ids(tiny), *moh.routes(part, 0, wo), record=False))
+    all_heads = [Ablate(part, la, tuple(range(tiny.n_heads))) for la in range(tiny.n_layers(part))]
+    ablated = _out(pipeline.run(tiny, _ids(tiny), *all_heads, record=False))
     torch.testing.assert_close(none, ablated, atol=1e-6, rtol=0)
     assert (none - plain).abs().max() > 1e-3
 

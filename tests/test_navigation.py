@@ -4,7 +4,7 @@ an old link (?view=...) opens its view in its group; a head opened from another 
 from __future__ import annotations
 
 import pytest
-from test_app import assert_clean, run_app
+from apptest_helpers import assert_clean, run_app
 
 from mha_viz.ui.sidebar import GROUP_OF, VIEW_GROUPS, VIEWS
 

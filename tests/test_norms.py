@@ -60,7 +60,7 @@ def test_row_shares_of_zero_rows_stay_zero() -> None:
 
 
 def test_the_switch_draws_contributions_in_rollout_and_overview(minilm) -> None:
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     from mha_viz.analysis.patterns import rollout
 
@@ -83,7 +83,7 @@ def test_the_switch_draws_contributions_in_rollout_and_overview(minilm) -> None:
 
 
 def test_heads_view_draws_contributions_and_the_sink_panel(minilm) -> None:
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     at = run_app(view="Heads", layer="2", contrib="true")
     assert_clean(at)

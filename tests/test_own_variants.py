@@ -203,7 +203,7 @@ def test_bad_settings_are_clear_errors(setup, spec, words) -> None:
     ],
 )
 def test_step_by_step_shows_the_variant_steps(minilm, params, expected) -> None:
-    from tests.test_app import assert_clean, panels, run_app
+    from apptest_helpers import assert_clean, panels, run_app
 
     at = run_app(src="Own weights", own_heads="4", d_model="64", view="Step by step", text="a b c d", **params)
     assert_clean(at)
@@ -214,7 +214,7 @@ def test_step_by_step_shows_the_variant_steps(minilm, params, expected) -> None:
 
 
 def test_lesson_and_bad_group_count(minilm) -> None:
-    from tests.test_app import assert_clean, panels, run_app
+    from apptest_helpers import assert_clean, panels, run_app
 
     at = run_app(src="Own weights", own_heads="4", d_model="64", view="Lesson", ovar="MoH (routed heads)")
     assert_clean(at)

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_app import array, assert_clean, heatmaps, run_app, specs
+from apptest_helpers import OWN, OWN_TEXT, array, assert_clean, heatmaps, run_app, specs
 
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.pipeline.own_road import own_trace
 from mha_viz.pipeline.road import load
 from mha_viz.ui.cache import get_recording
-from mha_viz.ui.own_controls import OWN_TOKENS
-from mha_viz.ui.sidebar import SOURCES, VIEWS
+from mha_viz.ui.sidebar import VIEWS
 
-TEXT = "humpty dumpty sat on"
-OWN = {"src": SOURCES["own"], "text": TEXT, "own_tokens": OWN_TOKENS["words"], "own_heads": "8", "d_model": "512"}
+TEXT = OWN_TEXT
 
 
 def _recorded_texts() -> set[str]:

@@ -212,7 +212,7 @@ def test_cli_refuses_in_one_line(llama_dir: str, tmp_path, capsys, args: list[st
 
 
 def test_patching_view(minilm) -> None:
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     at = run_app(view="Patching")
     assert_clean(at)
@@ -229,7 +229,7 @@ def test_patching_view(minilm) -> None:
 
 
 def test_patching_view_kv_heads_on_a_gqa_decoder(llama_dir: str) -> None:
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     at = run_app(src="Hugging Face", model_id=llama_dir, view="Patching")
     assert at.text_input(key="patch_clean").value == pt.IOI[0]  # the IOI pair by default for decoders
@@ -356,7 +356,7 @@ def test_cli_path_patching(llama_dir: str, tmp_path, capsys) -> None:
 
 
 def test_patching_view_path_from_the_top_head(minilm) -> None:
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     from mha_viz.studies.path_patching import path_patch
 
@@ -404,7 +404,7 @@ def test_cli_attribution(llama_dir: str, tmp_path, capsys) -> None:
 
 
 def test_patching_view_shows_attribution_first_above_the_auto_size(minilm, monkeypatch) -> None:
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     from mha_viz.pipeline.pace import PACE
     from mha_viz.studies.attribution_patching import attribution

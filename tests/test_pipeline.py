@@ -7,7 +7,9 @@ import torch
 
 from conftest import SENTENCE
 from mha_viz.config import Config
-from mha_viz.models.run import run_model, token_embeddings
+from mha_viz.models.run import token_embeddings
+from mha_viz.pipeline.door import Ablate
+from mha_viz.pipeline.door import run as door_run
 from mha_viz.pipeline.own_road import own_trace
 from mha_viz.pipeline.road import encode, traces
 from mha_viz.studies.sweeps import ablation_effect
@@ -58,7 +60,7 @@ def test_whole_model_ablation_equals_zeroed_wo_columns(minilm) -> None:
     ids = torch.tensor([encode(minilm, SENTENCE)[0].ids])
     plan = {("encoder", 1): [0, 3], ("encoder", 4): [11]}
     before = {n: p.clone() for n, p in minilm.model.named_parameters()}
-    cut = run_model(minilm, ids, ablate=plan, record=False)
+    cut = door_run(minilm, ids, *(Ablate(p, la, tuple(hs)) for (p, la), hs in plan.items()), record=False)
     edited = copy.deepcopy(minilm.model)  # reference: zero the heads' input columns of W^O in a copy
     for (_, layer), heads in plan.items():
         dense = edited.encoder.layer[layer].attention.output.dense  # weight [out, in = heads * 32]
@@ -70,15 +72,15 @@ def test_whole_model_ablation_equals_zeroed_wo_columns(minilm) -> None:
     torch.testing.assert_close(cut.hidden, ref, atol=1e-5, rtol=0)
     for n, p in minilm.model.named_parameters():
         assert torch.equal(p, before[n]), n  # the shared model is untouched
-    intact = run_model(minilm, ids, record=False)
+    intact = door_run(minilm, ids, record=False)
     assert not torch.allclose(intact.hidden, cut.hidden)
     effect = ablation_effect(minilm, SENTENCE, {("encoder", 1): [0, 3]})
     assert 0.5 < effect["embedding_cosine"] < 1.0 and effect["token_change"].shape == (15,)
     assert ablation_effect(minilm, SENTENCE, {})["embedding_cosine"] == pytest.approx(1.0)
     with pytest.raises(MhaVizError, match="heads are numbered 0 to 11"):
-        run_model(minilm, ids, ablate={("encoder", 0): [12]})
+        door_run(minilm, ids, Ablate("encoder", 0, (12,)))
     with pytest.raises(MhaVizError, match="layers 0 to 5"):
-        run_model(minilm, ids, ablate={("encoder", 6): [0]})
+        door_run(minilm, ids, Ablate("encoder", 6, (0,)))
 
 
 def test_causal_lm_next_token_ablation(llama_dir: str) -> None:

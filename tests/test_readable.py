@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import torch
-from test_app import array, assert_clean, heatmaps, panels, run_app, specs
+from apptest_helpers import array, assert_clean, heatmaps, panels, run_app, specs
 
 from mha_viz.analysis.steps import Step, numbered, scale_title
 from mha_viz.figures import heads_grid, matrix_heatmap

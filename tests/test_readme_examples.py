@@ -1,23 +1,30 @@
-"""The README's examples say what they do and what they need (issue 35 §3): the notebook snippet is the one
-mha_viz.show documents, each call's comment on its own line; every example that needs the network says so."""
+"""The examples of the README and its pages (docs/*.md, benchmarks/README.md: issue 36 §5 moved most of them there)
+say what they do and what they need (issue 35 §3): the notebook snippet is the one mha_viz.show documents, each call's
+comment on its own line; every example that needs the network says so."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 import mha_viz.show as show
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in sorted(ROOT.glob("docs/*.md"))}
+PAGES |= {"README.md": README, "benchmarks/README.md": (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")}
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+def _blocks(language: str, page: str = README) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", page, flags=re.DOTALL)
 
 
-def test_the_notebook_snippet_is_show_s_own_with_each_comment_on_its_call() -> None:
+@pytest.mark.parametrize("name", ["README.md", "docs/notebook.md"])
+def test_the_notebook_snippet_is_show_s_own_with_each_comment_on_its_call(name: str) -> None:
     """The README's comments were shifted by a line (overview's "every layer × head" stood on the steps line)."""
-    (readme,) = [b for b in _blocks("python") if "from mha_viz import show" in b]
+    (readme,) = [b for b in _blocks("python", PAGES[name]) if "from mha_viz import show" in b]
     calls = [line for line in readme.splitlines() if "show." in line and "import" not in line]
     documented = [line.strip() for line in (show.__doc__ or "").splitlines() if line.startswith("    ")]
     assert calls == [line for line in documented if "show." in line and "import" not in line]
@@ -35,9 +42,9 @@ OFFLINE_NAMES = {"", "minilm", "default", "smollm2", "own", "all-minilm-l6-v2"} 
 def test_every_example_that_needs_the_network_says_so() -> None:
     """Issue 35 §3.4: no encoder-decoder is bundled, and the README's `t5-small` example failed with no network
     without saying it needs one. Every code block naming a model that is not bundled says **(network)** in the block
-    or in the paragraph that introduces it."""
-    parts = re.split(r"```\w*\n(.*?)```", README, flags=re.DOTALL)  # text, block, text, block, ...
-    marked = []
+    or in the paragraph that introduces it, on every page."""
+    parts = [p for page in PAGES.values() for p in [*re.split(r"```\w*\n(.*?)```", page, flags=re.DOTALL), ""]]
+    marked = []  # each page's parts are text, block, text, block, ..., text; the "" keeps the next page in step
     for i in range(1, len(parts), 2):
         block, intro = parts[i], parts[i - 1].strip().split("\n\n")[-1]
         names = [a or b for a, b in re.findall(r'--model (\S+)|model="([^"]*)"', block)]
@@ -57,8 +64,9 @@ def test_the_bundled_decoder_is_named_as_what_it_is() -> None:
     from mha_viz.ui.sidebar import SOURCE_NOTES
 
     assert SMOLLM2 == "SmolLM2-135M-Instruct"
-    assert re.findall(r"SmolLM2-135M(?!-Instruct)\b", README) == []  # never the base model's name alone
-    section = README.split("## Two bundled models")[1].split("\n## ")[0]
+    for name, page in PAGES.items():  # never the base model's name alone
+        assert re.findall(r"SmolLM2-135M(?!-Instruct)\b", page) == [], name
+    section = PAGES["docs/models.md"].split("## Two bundled models")[1].split("\n## ")[0]
     assert "`SmolLM2-135M-Instruct`" in section and "dequantised from a 4-bit" in section and "GGUF" in section
     for text in (SMOLLM2_ABOUT, SOURCE_NOTES["smollm2"]):
         assert "SmolLM2-135M-Instruct" in text and "4-bit" in text and "GGUF" in text
@@ -67,7 +75,7 @@ def test_the_bundled_decoder_is_named_as_what_it_is() -> None:
 def test_the_sidebar_says_what_the_bundled_decoder_is() -> None:
     """The sidebar, where the bundled decoder is chosen, names it SmolLM2-135M-Instruct dequantised from a 4-bit GGUF
     (its radio label stays "SmolLM2-135M (bundled)": labels are link values, and shared links must keep working)."""
-    from test_app import run_app
+    from apptest_helpers import run_app
 
     at = run_app(src="SmolLM2-135M (bundled)", view="Heads")
     assert not at.exception, [e.value for e in at.exception]

@@ -1,5 +1,5 @@
-"""The README's layout map names every folder and module of the package, under the right folder, and names
-nothing that is not there (issue 22 §1)."""
+"""The layout map (docs/architecture.md, moved there from the README by issue 36 §5) names every folder and module
+of the package, under the right folder, and names nothing that is not there (issue 22 §1)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ PACKAGE = ROOT / "mha_viz"
 
 
 def layout_block() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("\n## Layout\n", 1)[1]
     return section.split("```\n", 2)[1].splitlines()
 
@@ -62,11 +62,11 @@ def test_every_folder_and_module_is_on_the_map() -> None:
         if folder in GROUPS:
             continue
         missing = names - listed.get(folder, set())
-        assert not missing, f"not on the README's map under mha_viz/{folder}: {sorted(missing)}"
+        assert not missing, f"not on the map (docs/architecture.md) under mha_viz/{folder}: {sorted(missing)}"
 
 
 def test_the_map_names_nothing_that_is_not_there() -> None:
     listed, real = mapped(), tree()
     for folder, names in listed.items():
         extra = names - real.get(folder, set())
-        assert not extra, f"the README's map lists under mha_viz/{folder} what is not there: {sorted(extra)}"
+        assert not extra, f"the map (docs/architecture.md) lists under mha_viz/{folder} what is not: {sorted(extra)}"

@@ -3,12 +3,11 @@ hand-made patterns with known answers, the real MiniLM patterns, and the app (Ap
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+import apptest_helpers as app
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from conftest import SENTENCE
 from mha_viz.analysis.patterns import align_tokens, focus_shift
@@ -25,7 +24,9 @@ from mha_viz.analysis.referents import (
 from mha_viz.config import Config
 from mha_viz.pipeline.road import encode, traces
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
+
 WIDE = SENTENCE.replace("tired", "wide")
 # Hand-made sentences: a = [CLS] the animal street it tired, b = the same with "wide" (index 5 not shared).
 N, IT, ANIMAL, STREET, SWAPPED = 6, 4, 2, 3, 5
@@ -166,20 +167,14 @@ def test_minilm_ranking_follows_the_story(minilm_two) -> None:
 
 def run_app(**params: str) -> AppTest:
     """The app with these link values (the Heads tab unless a view is given: the Lesson opens first)."""
-    at = AppTest.from_file(APP, default_timeout=180)
-    for k, v in {"view": "Heads", **params}.items():
-        at.query_params[k] = v
-    return at.run()
+    return app.run_app(**{"view": "Heads", **params})
 
 
-def clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+clean = app.assert_clean
 
 
 def titles(at: AppTest) -> list[str]:
-    specs = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")]
-    return [s.get("title", {}).get("text", "") for s in specs]
+    return [s["layout"].get("title", {}).get("text", "") for s in app.specs(at)]
 
 
 def test_app_opens_on_the_found_head(minilm, minilm_two) -> None:

@@ -7,8 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from test_app import assert_clean, run_app
-from test_own_views import OWN
+from apptest_helpers import OWN, assert_clean, run_app
 
 import mha_viz.ui as ui
 from mha_viz.ui import registry

@@ -9,8 +9,8 @@ import unicodedata
 
 import numpy as np
 import pytest
+from apptest_helpers import APP
 from streamlit.testing.v1 import AppTest
-from test_where_default import APP
 
 from mha_viz import show
 from mha_viz.ui.sidebar import SOURCES

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as tf
-from test_models import _labels, reference
+from references import id_tokens, reference
 
 from conftest import SENTENCE
 from mha_viz.attention import attention_pattern
@@ -32,7 +32,7 @@ def test_one_layer_equals_the_whole_pass_and_eager_attentions(minilm: LoadedMode
         for name in ("q", "k", "v", "x", "wo_in", "wo_out"):
             assert torch.equal(getattr(call, name), getattr(ref, name)), (layer, name)
         assert call.delta == ref.delta <= 1e-6
-        rec = Recording(_labels(ids[0].tolist()), None, one)
+        rec = Recording(id_tokens(ids[0].tolist()), None, one)
         t = layer_trace(minilm, rec, "encoder", layer, Config())
         assert (t.pattern - attn[("encoder", layer)][0]).abs().max().item() <= 1e-6
         assert (t.output - wo_out[("encoder", layer)][0]).abs().max().item() <= 1e-5

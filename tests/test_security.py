@@ -11,6 +11,7 @@ import plotly.io as pio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from texts import PAYLOADS
 
 from mha_viz.config import Config
 from mha_viz.figures import focus_bars, heads_grid, matrix_heatmap
@@ -19,14 +20,6 @@ from mha_viz.models.tokens import MAX_TEXT_CHARS, tokenize
 from mha_viz.trace import MhaVizError
 
 ROOT = Path(__file__).resolve().parents[1]
-PAYLOADS = [
-    "<img src=x onerror=alert(1)>",
-    "<svg onload=alert(1)>",
-    '<a href="javascript:alert(1)">click</a>',
-    '<span style="font-size:60px">big</span>',
-    "&lt;img src=x onerror=alert(1)&gt;",
-    r"$\href{javascript:alert(1)}{x}$",
-]
 UNSAFE_CALLS = {"html", "iframe"}  # st.html, st.iframe, components.html, components.iframe
 
 

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from apptest_helpers import array, heatmaps
 
 from mha_viz import figures, show
 from mha_viz.analysis.referents import specific_head
@@ -15,7 +16,6 @@ from mha_viz.figures.html_page import page
 from mha_viz.pipeline.road import traces
 from mha_viz.trace import MhaVizError
 from tests.conftest import SENTENCE
-from tests.test_app import array, heatmaps
 
 LAYER, HEAD = 5, 11
 PLOTLY_JS_HEADER = re.compile(r"\* plotly\.js v\d")  # the banner at the top of every inlined plotly.js

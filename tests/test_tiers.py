@@ -198,3 +198,26 @@ def test_a_helper_imported_inside_the_test_is_followed(monkeypatch) -> None:
         monkeypatch, "test_tiers_inner", "def test_x():\n  from tiers_demo_helpers import run_app\n  run_app('')\n"
     )
     assert _tier(tests, "test_x") == "app"
+
+
+def test_a_helper_module_imported_whole_is_followed_through_the_names_used(monkeypatch) -> None:
+    """`import apptest_helpers as app` … `app.run_app()`: the helper the test names makes it app, not the module
+    (whose AppTest is imported inside its functions, as tests/apptest_helpers.py does)."""
+    lazy = HELPERS.replace("from streamlit.testing.v1 import AppTest\n", "").replace(
+        "def run_app(script):\n", "def run_app(script):\n    from streamlit.testing.v1 import AppTest\n"
+    )
+    _module(monkeypatch, "tiers_demo_lazy", lazy)
+    tests = _module(
+        monkeypatch,
+        "tiers_demo_whole",
+        """
+        import tiers_demo_lazy as helpers
+
+        def test_app():
+            helpers.run_twice("import streamlit")
+
+        def test_unit():
+            assert helpers.heatmaps(1)
+        """,
+    )
+    assert _tier(tests, "test_app") == "app" and _tier(tests, "test_unit") == "unit"

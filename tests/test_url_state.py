@@ -8,8 +8,8 @@ import json
 import re
 
 import numpy as np
-from test_app import array, assert_clean, heatmaps, ignored_note, run_app
-from test_opened_head import _found
+from apptest_helpers import array, assert_clean, heatmaps, ignored_note, run_app
+from references import found_head
 
 from conftest import SENTENCE
 from mha_viz.analysis.patterns import rollout
@@ -75,7 +75,7 @@ def test_ablation_tab_layers_and_heads_from_the_link(minilm) -> None:
     assert "abl_layers=6 (the choices are 0, 1, 2, 3, 4, 5; showing 2)" in note
     assert "abl_heads=x (" in note
     assert at.multiselect(key="abl_layers").value == [2]
-    assert at.multiselect(key="abl_heads").value == [_found("")[1]]  # the opened head (the found one)
+    assert at.multiselect(key="abl_heads").value == [found_head("")[1]]  # the opened head (the found one)
 
 
 def test_rollout_layer_from_the_link_draws_that_rollout(minilm) -> None:
@@ -150,7 +150,7 @@ def test_circuits_head_from_the_link(minilm) -> None:
     assert ignored_note(at) == "" and at.selectbox(key="circ_head").value == 3
     at = run_app(view="Circuits", circ_head="3")
     assert "circ_head=3 (the choices are head 0" in ignored_note(at)
-    assert at.selectbox(key="circ_head").value == _found("")[1]  # the opened head (the found one), as every view shows
+    assert at.selectbox(key="circ_head").value == found_head("")[1]  # the opened (found) head, as every view shows
 
 
 def test_next_token_position_and_target_from_the_link() -> None:

@@ -15,6 +15,7 @@ from conftest import SENTENCE, _tiny_tokenizer, _zoo_dir
 from mha_viz.cli.main import main
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
+from mha_viz.pipeline.door import run as door_run
 from mha_viz.studies import collab, importance, moh
 from mha_viz.studies import variants as va
 
@@ -57,7 +58,7 @@ def _edited(lm, part: str, groups: tuple[tuple[int, ...], ...]):
 
 def _run(lm, share=None):
     ids = torch.tensor([lm.tokenizer(TEXT)["input_ids"]])  # [1, pos]
-    out = run_model(lm, ids, record=False, share=share)
+    out = door_run(lm, ids, *va.conversion(share or {}), record=False)
     return out.logits if out.logits is not None else out.hidden
 
 
@@ -186,7 +187,7 @@ def test_cli_refuses_a_latent_attention_model(tmp_path_factory, tmp_path, capsys
 
 
 def test_variants_view_on_minilm(minilm) -> None:
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     from mha_viz.config import Config
     from mha_viz.pipeline.road import traces
@@ -299,7 +300,7 @@ def test_spectra_of_the_concatenated_projections() -> None:
 def test_variants_view_on_smollm2() -> None:
     """SmolLM2-135M: 9 query heads share 3 K/V heads of 64 in 30 layers; the only conversion left is MQA (g = 1), where
     both groupings pool all three heads, so their changes are equal; the loss goes up."""
-    from test_app import array, assert_clean, heatmaps, run_app, specs
+    from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
     from mha_viz.ui.views.variants import PARTS
 
@@ -333,7 +334,7 @@ def test_shared_basis_what_if_equals_a_weight_edit() -> None:
     lm = _tiny("bert")
     scorer = Scorer(lm, [TEXT])
     plan = collab.rank_plan(lm, scorer, 1, 0.25)
-    converted = run_model(lm, scorer.texts[0].ids, record=False, replace=plan).hidden
+    converted = door_run(lm, scorer.texts[0].ids, *plan, record=False).hidden
     model = copy.deepcopy(lm.model)
     for name in lm.site("encoder", 1).qkv[:2]:
         lin = model.get_submodule(name)

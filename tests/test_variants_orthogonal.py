@@ -12,6 +12,7 @@ import torch
 from conftest import _tiny_tokenizer
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
+from mha_viz.pipeline.door import run as door_run
 from mha_viz.studies import variants as va
 
 TEXT = "The animal was tired because it ran all day"
@@ -28,8 +29,8 @@ def _ids(lm) -> torch.Tensor:
     return torch.tensor([lm.tokenizer(TEXT)["input_ids"]])  # [1, pos]
 
 
-def _out(lm, **plan) -> torch.Tensor:
-    run = run_model(lm, _ids(lm), record=False, **plan)
+def _out(lm, share=None, rotate=None) -> torch.Tensor:
+    run = door_run(lm, _ids(lm), *va.conversion(share or {}, rotate), record=False)
     return run.logits if run.logits is not None else run.hidden
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_app import array, assert_clean, heatmaps, run_app, specs
+from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 
 from conftest import SENTENCE
 from mha_viz.pipeline.pace import PACE, eta

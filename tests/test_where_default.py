@@ -3,14 +3,12 @@ chosen key is one the causal mask hides (issue 21 §1.7). A tiny random BART's d
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from apptest_helpers import APP
 from streamlit.testing.v1 import AppTest
 
 from conftest import _zoo_dir
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LINK = {"src": "Hugging Face", "target": "The animal was tired", "part": "decoder self-attention"}
 
 

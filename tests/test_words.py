@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_app import assert_clean, ignored_note, run_app, step
+from apptest_helpers import assert_clean, ignored_note, run_app, step
 
 from mha_viz.cli.main import main
 from mha_viz.config import Config

@@ -82,6 +82,10 @@ def refers_to(obj: Any, prefixes: tuple[str, ...], seen: set[int] | None = None)
         if isinstance(value, types.ModuleType):
             if _matches(value.__name__, prefixes) or (_in_tests(value.__name__) and module_refers_to(value, prefixes)):
                 return True
+            if _in_tests(value.__name__):  # `import apptest_helpers as app` … `app.run_app()`: the helpers it names
+                attrs = [getattr(value, n) for n in names if callable(getattr(value, n, None))]
+                if any(refers_to(a, prefixes, seen) for a in attrs):
+                    return True
             continue
         owner = getattr(value, "__module__", None)
         if isinstance(owner, str) and _matches(owner, prefixes):

@@ -4,7 +4,7 @@ Most heads of most models park much of their weight on position 0 (the first-tok
 Xiao et al. 2023), whatever else they do. So every score but ``first`` and ``entropy`` is a share of the
 attention that is left after position 0 is taken out, and a head is called a first-token sink only when
 what is left does none of the other things. ROLE_RULES states every score exactly (which queries and keys each
-one counts, how it is weighted), enough to recompute them; the app, the CLI and the README give that text.
+one counts, how it is weighted), enough to recompute them; the app and the CLI give that text (docs/cli.md says where).
 
 Shapes: a pattern stack is [n_heads, query_pos, key_pos] (self-attention, so query_pos == key_pos).
 """

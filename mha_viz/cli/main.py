@@ -4,7 +4,9 @@ One module per command: ``trace`` (attention patterns to .npz; with --full every
 ``roles`` (head roles to JSON), ``induction`` (induction scores of a decoder's heads to CSV), ``importance`` (each
 head's importance by ablation to CSV, the pruning curve with --curve), ``corpus`` (head statistics over a corpus),
 ``patch`` (per-head activation patching), ``variants`` (K/V heads shared: MHA → GQA → MQA, output change against KV
-cache size, to CSV), ``export`` (one view as a self-contained .html page), ``models`` and ``app`` (the dashboard);
+cache size, to CSV), ``kv`` (KV cache eviction policies per head, to CSV), ``why`` (one head's score split by where
+its query and key came from, to CSV), ``export``
+(one view as a self-contained .html page), ``models`` and ``app`` (the dashboard);
 what they share is in options.py. This module parses (before torch loads: --help and errors are fast) and runs one.
 
 Layers and heads are numbered from 0. Bad input: one line on stderr and exit status 2.
@@ -22,11 +24,14 @@ from mha_viz.cli import corpus as corpus_cli
 from mha_viz.cli import export as export_cli
 from mha_viz.cli import importance as importance_cli
 from mha_viz.cli import induction as induction_cli
+from mha_viz.cli import kv as kv_cli
+from mha_viz.cli import long as long_cli
 from mha_viz.cli import models as models_cli
 from mha_viz.cli import patch as patch_cli
 from mha_viz.cli import roles as roles_cli
 from mha_viz.cli import trace as trace_cli
 from mha_viz.cli import variants as variants_cli
+from mha_viz.cli import why as why_cli
 from mha_viz.cli.options import Parser
 from mha_viz.errors import MhaVizError
 from mha_viz.runtime import before_torch
@@ -48,10 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     trace_cli.add_parser(sub)
     roles_cli.add_parser(sub)
     induction_cli.add_parser(sub)
+    long_cli.add_parser(sub)
     importance_cli.add_parser(sub)
     corpus_cli.add_parser(sub)
     patch_cli.add_parser(sub)
     variants_cli.add_parser(sub)
+    kv_cli.add_parser(sub)
+    why_cli.add_parser(sub)
     export_cli.add_parser(sub)
     models_cli.add_parser(sub)
     app_cli.add_parser(sub)
@@ -62,11 +70,14 @@ COMMANDS = {
     "trace": trace_cli.command,
     "roles": roles_cli.command,
     "induction": induction_cli.command,
+    "long": long_cli.command,
     "models": models_cli.command,
     "importance": importance_cli.command,
     "corpus": corpus_cli.command,
     "patch": patch_cli.command,
     "variants": variants_cli.command,
+    "kv": kv_cli.command,
+    "why": why_cli.command,
     "export": export_cli.command,
 }
 

@@ -47,3 +47,7 @@ class Call:
     # k (differential attention: DiffLlama calls its attention on each half of V)
     experts: torch.Tensor | None = None  # [b·q_pos, k] long: a mixture of attention heads' chosen experts (moa.py)
     gates: torch.Tensor | None = None  # [b·q_pos, k]: their gates
+    # a tiled call (models/tiled.py): each row's highest score and log-sum-exp, [b, n_heads, q_pos] float64; a weight is
+    # exp(score − row_lse) (tiles.window_weights): any window or tile map is exact on demand
+    row_max: torch.Tensor | None = None
+    row_lse: torch.Tensor | None = None

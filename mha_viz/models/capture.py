@@ -26,6 +26,8 @@ import torch
 from mha_viz.models.call import Call
 from mha_viz.models.interventions import Intervention
 from mha_viz.models.self_check import self_check
+from mha_viz.models.tiled import Tiled, tiled_eager
+from mha_viz.pooling import pool_factor
 from mha_viz.trace import MhaVizError
 
 NAME = "mha_viz"
@@ -49,9 +51,14 @@ class Recorder:
     stop: bool = False  # with ``only``: end the pass (StopForward) once that layer's W^O output is filed
     extras: bool = True  # False: only what the pattern needs (q, k, v, bias, mask); no X, W^O in/out, pre-rotary
     tile_cells: int = 0  # > 0: each call also keeps its checked pattern's block means, at most this many per side
+    # > 0: a call with more scores (h × q × k) than this runs a block of query rows of at most this many at a time
+    # (models/tiled.py: never a whole [h, n, n]); its rows' softmax statistics are kept (Call.row_lse)
+    tile_block: int = 0
+    check_rows: int = 0  # a tiled call's self-check: this many rows a block (0: every row)
     progress: Callable[[int], None] | None = None  # told the number of attention calls made so far, after each one
     made: int = 0  # attention calls made in this pass (recorded or not)
     calls: list[Call] = field(default_factory=list)
+    masks: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, k_len, its split): shared by calls
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
     last: dict[int, Call] = field(default_factory=dict)
@@ -149,7 +156,10 @@ def mha_viz_attention(
         query, key, value = step.pre(query, key, value)
     for step in steps:
         attention_mask = step.mask(attention_mask, query, key)
-    out, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
+    tiled = None
+    if rec.tile_block and query.shape[1] * query.shape[-2] * key.shape[-2] > rec.tile_block:
+        tiled = _tiled(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, rec.wants(part, layer))
+    out, weights = (tiled.out, None) if tiled else eager(module, query, key, value, attention_mask, *args, **kwargs)
     for step in steps:
         out = step.post(out)  # [b, q_pos, n_heads, d_head]
     if again and rec.wants(part, layer) and id(module) in rec.last:
@@ -157,6 +167,10 @@ def mha_viz_attention(
             rec.last[id(module)].v2 = cpu32(value)
     elif rec.wants(part, layer):
         rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
+        if tiled is not None:  # checked block by block; the statistics make any window exact on demand
+            call = rec.calls[-1]
+            call.delta, call.row_max, call.row_lse = tiled.delta, tiled.m, tiled.lse
+            call.tiles, call.tile_f = tiled.tiles, tiled.tile_f
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
     if not again:
@@ -166,13 +180,28 @@ def mha_viz_attention(
     return out, weights
 
 
+def _named(eager: Callable, module: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
+    """The eager call's arguments by name (its **kwargs merged in)."""
+    sig = _SIGNATURES.get(eager) or _SIGNATURES.setdefault(eager, inspect.signature(eager))
+    named = dict(sig.bind(module, *args, **kwargs).arguments)
+    named.update(named.pop("kwargs", {}) or {})
+    return named
+
+
+def _tiled(rec: Recorder, module: torch.nn.Module, eager: Callable, args: tuple, kwargs: dict, keep: bool) -> Tiled:
+    """A long call a block of query rows at a time (models/tiled.py); recorded (statistics, self-check, tiles) if
+    ``keep``. Shapes: args = (query, key, value, mask, ...) as the eager function takes them."""
+    query, key, value, mask = args[:4]
+    f = pool_factor(int(query.shape[-2]), int(key.shape[-2]), rec.tile_cells) if rec.tile_cells and keep else 0
+    named = _named(eager, module, args, kwargs) if keep else None
+    return tiled_eager(eager, module, query, key, value, mask, args[4:], kwargs, rec.tile_block, named,
+                       rec.check_rows, f)  # fmt: skip
+
+
 def _record(
     rec: Recorder, module: torch.nn.Module, eager: Callable, args: tuple, kwargs: dict, out: torch.Tensor, weights
 ) -> Call:
-    sig = _SIGNATURES.get(eager) or _SIGNATURES.setdefault(eager, inspect.signature(eager))
-    bound = sig.bind(module, *args, **kwargs)
-    named = dict(bound.arguments)
-    named.update(named.pop("kwargs", {}) or {})
+    named = _named(eager, module, args, kwargs)
     query, key, value, mask = args[:4]
     scaling = named.get("scaling")
     scaling = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
@@ -181,7 +210,10 @@ def _record(
     bias = named.get("position_bias")
     if isinstance(bias, torch.Tensor) and not bool(bias.any()):
         bias = None  # T5 passes zeros where a layer has no relative position bias (cross-attention)
-    allowed, extra = _split_mask(mask, int(key.shape[-2]))
+    seen = rec.masks.get(id(mask))  # every layer is given the same mask tensor: split once (at 8,192 tokens: 64 MB)
+    if seen is None or seen[0] is not mask or seen[1] != int(key.shape[-2]):
+        seen = rec.masks[id(mask)] = (mask, int(key.shape[-2]), _split_mask(mask, int(key.shape[-2])))
+    allowed, extra = seen[2]
     bias = extra if bias is None else (bias if extra is None else bias + extra)
     call = Call(
         module_id=id(module),

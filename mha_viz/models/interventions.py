@@ -116,6 +116,28 @@ class KeyMask(Intervention):
 
 
 @dataclass(frozen=True, eq=False)
+class CacheMask(KeyMask):
+    """A compressed key/value cache (studies/kv_lens.py): the queries from position ``start`` on read, per head,
+    only the kept keys among the first P, and every key after them; earlier queries (the prefill that made the cache)
+    read all. keep bool [h, P] (h query heads). Built per call, so no [h, q, k] mask is held between layers."""
+
+    start: int = 0
+
+    def check(self, lm: LoadedModel) -> None:
+        super().check(lm)
+        if self.keep.dim() != 2:
+            raise MhaVizError(f"a cache mask is [heads, prefix keys], not {tuple(self.keep.shape)}")
+
+    def mask(self, attention_mask: Tensor | None, query: Tensor, key: Tensor) -> Tensor:
+        keep = self.keep.to(query.device, torch.bool)  # [h, P]
+        h, p, k_len = int(keep.shape[0]), int(keep.shape[1]), int(key.shape[-2])
+        cols = torch.cat([keep[:, :k_len], keep.new_ones(h, max(0, k_len - p))], 1)  # [h, k]
+        before = torch.arange(query.shape[-2], device=query.device) < self.start  # [q]
+        full = before[None, :, None] | cols[:, None, :]  # [h, q, k]
+        return KeyMask(self.part, self.layer, full[None]).mask(attention_mask, query, key)
+
+
+@dataclass(frozen=True, eq=False)
 class Ablate(Intervention):
     """These heads zeroed on their way into W^O."""
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from mha_viz.config import TILE_BLOCK_CELLS, TILE_CHECK_ROWS
 from mha_viz.models.call import Call
-from mha_viz.models.capture import Recorder, Replacement, StopForward, recording
-from mha_viz.models.interventions import Ablate, HeadMask, Intervention, Replace, Rotate, Route, ShareKV, plan_of
+from mha_viz.models.capture import Recorder, StopForward, recording
+from mha_viz.models.interventions import Intervention, plan_of
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.offload import linear_in_out
 from mha_viz.trace import MhaVizError
@@ -35,47 +35,28 @@ def run_model(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     decoder_ids: torch.Tensor | None = None,
-    ablate: Mapping[tuple[str, int], Sequence[int]] | None = None,
     record: bool = True,
     extras: bool = True,
     tile_cells: int = 0,
+    tile_block: int = 0,
+    hidden_states: bool = True,
     only: tuple[str, int] | None = None,
-    replace: Mapping[tuple[str, int, str], Replacement] | None = None,
-    share: Mapping[tuple[str, int], Sequence[Sequence[int]]] | None = None,
-    head_mask: Mapping[tuple[str, int], torch.Tensor] | None = None,
-    rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] | None = None,
-    route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None = None,
     position_ids: torch.Tensor | None = None,
     progress: Callable[[int], None] | None = None,
     interventions: Sequence[Intervention] = (),
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``), with ``interventions``
-    (interventions.py: what is done to a call for this pass only, applied in their stage order).
-
-    The keywords ablate, replace, share, rotate, head_mask and route are the older way to ask for the same
-    interventions (kept while callers move to pipeline.run; converted in one place, ``_from_keywords``):
-    ``ablate`` {(part, layer): heads} zeroes the heads on their way into W^O.
-
-    ``replace`` {(part, layer, what): (where, values)} puts values in place of what the model computed, for this
-    pass only (activation patching): what "q", "k", "v" (transformers' layout [b, heads, pos, d_head], k and v per
-    K/V head, after rotary embeddings) before the model's attention, "out" ([b, q_pos, n_heads, d_head], the heads
-    on their way into W^O) after it; the tensor becomes torch.where(where, values, tensor) (both broadcast to it),
-    or with where None tensor + values.
-
-    ``share`` {(part, layer): groups of K/V heads} converts those layers to grouped-query attention for this pass
-    only: each group's keys and values become the group's mean (interventions.shared), read by its members' query heads.
-
-    ``rotate`` {(part, layer): (R_K, R_V) [n_kv_heads, d_head, d_head]} rotates each K/V head's keys and values
-    (and its query heads' queries, their outputs back) before ``share`` pools them (interventions.rotated): exact alone.
-
-    ``head_mask`` {(part, layer): [q_pos, n_heads] mask} multiplies each token's heads on their way into W^O (0:
-    that head zeroed for that token); ``route(part, layer, out)`` does the same with a mask [b, q_pos, n_heads]
-    computed from the heads' outputs in this pass (out [b, q_pos, n_heads, d_head]; mixture of heads, moh.py).
+    (interventions.py: Ablate, Replace, ShareKV, Rotate, HeadMask, Route, KeyMask, ... — what is done to a call
+    for this pass only, applied in their stage order). Studies come in through pipeline.run (pipeline/door.py).
 
     ``extras`` False (long texts): record only what the attention pattern needs (q, k, v, bias, mask: no X,
     no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
     only (a decoder's logits at 2048 tokens are 2048 × 49152 floats; none are kept: logits None).
     ``tile_cells`` > 0: each call keeps its checked pattern's block means too (Call.tiles: the Overview's tiles).
+    ``tile_block`` > 0: a call with more scores than this is computed a block of query rows at a time (models/tiled.py,
+    never a whole [h, n, n]), its rows' softmax statistics kept (Call.row_lse).
+    ``hidden_states`` False: no layer's hidden state is held (hidden: the last one if the model gives it, else
+    [b, 0, d_model]).
     ``only`` (part, layer): record that call alone (the whole pass still runs).
     ``progress(k)`` is called after each attention call with the number made so far (a long text's progress bar).
 
@@ -87,14 +68,14 @@ def run_model(
         raise MhaVizError(f"{lm.name} is an encoder-decoder model: give the decoder's text too (target)")
     if not lm.encoder_decoder and decoder_ids is not None:
         raise MhaVizError(f"{lm.name} has no decoder input; a target text is only for encoder-decoder models")
-    steps = [*_from_keywords(lm, ablate, replace, share, head_mask, rotate, route), *interventions]
+    steps = list(interventions)
     for step in steps:
         step.check(lm)
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
     rec = Recorder(parts=parts, plan=plan_of(steps), keep=record, extras=extras, tile_cells=tile_cells, only=only,
-                   progress=progress)  # fmt: skip
+                   progress=progress, tile_block=tile_block, check_rows=TILE_CHECK_ROWS)  # fmt: skip
     dev = lm.device
-    kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": True}
+    kwargs: dict = {"input_ids": input_ids.to(dev), "output_hidden_states": hidden_states}
     kwargs.update(_no_cache(lm))  # no key/value cache: nothing is generated after this pass
     if not extras and "logits_to_keep" in _forward_parameters(lm):
         kwargs["logits_to_keep"] = 1
@@ -110,32 +91,15 @@ def run_model(
     if record and len(calls) != (1 if only else len(lm.sites)):
         raise MhaVizError(f"{lm.name} made {len(calls)} attention calls where {len(lm.sites)} were expected")
     hidden = getattr(out, "decoder_hidden_states", None) or out.hidden_states
+    if not hidden_states:  # a long text: every layer's hidden state is not held (at 8,192 tokens of SmolLM2: 585 MB)
+        last = getattr(out, "last_hidden_state", None)
+        hidden = [torch.empty(input_ids.shape[0], 0, lm.d_model) if last is None else last]
     logits = getattr(out, "logits", None)
     return ModelRun(
         calls=calls,
         hidden=hidden[-1].detach().float().cpu(),
         logits=None if logits is None or not extras else logits.detach().float().cpu(),
     )
-
-
-def _from_keywords(
-    lm: LoadedModel,
-    ablate: Mapping[tuple[str, int], Sequence[int]] | None,
-    replace: Mapping[tuple[str, int, str], Replacement] | None,
-    share: Mapping[tuple[str, int], Sequence[Sequence[int]]] | None,
-    head_mask: Mapping[tuple[str, int], torch.Tensor] | None,
-    rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] | None,
-    route: Callable[[str, int, torch.Tensor], torch.Tensor | None] | None,
-) -> list[Intervention]:
-    """run_model's older keywords as interventions (the one place they are converted)."""
-    steps: list[Intervention] = [Ablate(p, la, tuple(hs)) for (p, la), hs in (ablate or {}).items() if hs]
-    steps += [Replace(p, la, what, values, where) for (p, la, what), (where, values) in (replace or {}).items()]
-    steps += [ShareKV(p, la, tuple(tuple(int(h) for h in g) for g in gs)) for (p, la), gs in (share or {}).items()]
-    steps += [Rotate(p, la, r_k, r_v) for (p, la), (r_k, r_v) in (rotate or {}).items()]
-    steps += [HeadMask(p, la, m) for (p, la), m in (head_mask or {}).items()]
-    if route is not None:  # called for every attention call, as route(part, layer, out)
-        steps += [Route(s.part, s.layer, functools.partial(route, s.part, s.layer)) for s in lm.sites]
-    return steps
 
 
 def output_projection(lm: LoadedModel, part: str, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -199,7 +163,8 @@ def run_layer(
         raise MhaVizError(f"{lm.name} is an encoder-decoder model: record it whole (run_model)")
     lm.site(part, layer)
     parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, only=(part, layer), stop=True, progress=progress)
+    rec = Recorder(parts=parts, only=(part, layer), stop=True, progress=progress, tile_block=TILE_BLOCK_CELLS,
+                   check_rows=TILE_CHECK_ROWS)  # fmt: skip
     with torch.no_grad(), recording(rec), contextlib.suppress(StopForward):
         lm.model(input_ids=input_ids.to(lm.device), **_no_cache(lm))
     if len(rec.calls) != 1 or rec.calls[0].wo_out is None:

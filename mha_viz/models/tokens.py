@@ -77,13 +77,13 @@ def distinct_labels(pieces: list[str]) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def clean_text(text: object, what: str = "text") -> str:
-    """The text to tokenise, or a clear error: not empty, not over MAX_TEXT_CHARS characters, and
+def clean_text(text: object, what: str = "text", max_chars: int = MAX_TEXT_CHARS) -> str:
+    """The text to tokenise, or a clear error: not empty, not over ``max_chars`` characters, and
     with lone surrogates (which cannot be encoded, e.g. from a broken URL) replaced by U+FFFD."""
     if not isinstance(text, str) or not text.strip():
         raise MhaVizError(f"the {what} is empty; type a sentence to analyse")
-    if len(text) > MAX_TEXT_CHARS:
-        raise MhaVizError(f"the {what} has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}. Shorten it")
+    if len(text) > max_chars:
+        raise MhaVizError(f"the {what} has {len(text):,} characters; the limit is {max_chars:,}. Shorten it")
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
@@ -99,14 +99,16 @@ def make_tokens(tokenizer: object, ids: list[int]) -> Tokens:
     )
 
 
-def tokenize(tokenizer: object, text: str, max_tokens: int, model_name: str, what: str = "text") -> Tokens:
-    """Tokenise ``text`` (special tokens included).
+def tokenize(
+    tokenizer: object, text: str, max_tokens: int, model_name: str, what: str = "text", max_chars: int = MAX_TEXT_CHARS
+) -> Tokens:
+    """Tokenise ``text`` (special tokens included; at most ``max_chars`` characters).
 
     A text over the model's token limit is cut to the limit by the tokenizer's own truncation (so the
     closing special tokens stay); ``Tokens.cut`` then says what was dropped (cut_notice words it).
     Raises MhaVizError for empty or over-long text (in characters) and text with nothing but special tokens.
     """
-    text = clean_text(text, what)
+    text = clean_text(text, what, max_chars)
     ids = list(tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
     cut = None
     if len(ids) > max_tokens:

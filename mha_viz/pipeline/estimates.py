@@ -229,6 +229,21 @@ def _corpus(s: Sizes) -> Cost:
                 CORPUS_BATCH * (s.pass_gflop() + s.n_layers * s.trace_gflop()), 3 * heads)  # fmt: skip
 
 
+def _why(s: Sizes) -> Cost:  # the layer's trace (the default keys), one pass, sources at 3 tokens only (float64)
+    sources = 4 * F64 * 3 * s.n_layers * (s.n_heads + 4) * max(s.d_model, s.n_heads * s.d_head)
+    return Cost(s.trace_bytes() + s.pass_bytes(logit_rows=1) + sources, s.pass_gflop() + s.trace_gflop(), 24 * 24)
+
+
+def _kv(s: Sizes) -> Cost:
+    """studies.kv_lens: one recorded pass (every layer's q and k) read a chunk of rows at a time into four [L, H, n]
+    float64 sums, then one pass with a cache mask per layer (its [h, n, n] mask and the additive one, one layer at a
+    time) and the LM head on the continuation's rows in f64; the strips are L · kv · n cells."""
+    stats = 4 * F64 * s.n_layers * s.n_heads * s.n_k
+    mask = (1 + F32) * s.n_heads * s.n_q * s.n_k
+    return Cost(s.recording_bytes() + stats + s.pass_bytes() + mask + F64 * s.n_q * s.vocab,
+                2 * s.pass_gflop() + s.n_layers * s.trace_gflop(), s.n_layers * s.n_kv_heads * s.n_k)  # fmt: skip
+
+
 ESTIMATES: dict[str, Callable[[Sizes], Cost]] = {
     "Lesson": _one_layer,
     "Heads": _one_layer,
@@ -251,4 +266,6 @@ ESTIMATES: dict[str, Callable[[Sizes], Cost]] = {
     "Next token": _next_token,
     "Induction": _induction,
     "Corpus": _corpus,
+    "Why?": _why,
+    "KV cache": _kv,
 }  # one entry per dashboard view (tests/test_budget_views.py checks ui.VIEW_FUNCS against it)

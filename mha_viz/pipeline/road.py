@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz.attention import attend, compute_trace, resolve_device, resolve_dtype, to_cpu
-from mha_viz.config import MATCH_TOL, Config
+from mha_viz.config import MATCH_TOL, MAX_LONG_TEXT_CHARS, MAX_TEXT_CHARS, TILE_BLOCK_CELLS, Config, hosted
 from mha_viz.models.call import Call
 from mha_viz.models.differential import differential_of
 from mha_viz.models.latent import latent_of
@@ -63,7 +63,9 @@ def encode(lm: LoadedModel, text: str, target: str | None = None) -> tuple[Token
 
     A text (or decoder text) longer than the model takes is cut to its limit: ``Tokens.cut`` says what
     was dropped and cut_notice(tokens.cut, lm.name, text) words it; every view then works on the cut text."""
-    tokens = tokenize(lm.tokenizer, text, lm.max_tokens, lm.name)
+    # a long text is recorded in tiles (models/tiled.py): SmolLM2's 8,192 tokens; hosted mode keeps MAX_TEXT_CHARS
+    tokens = tokenize(lm.tokenizer, text, lm.max_tokens, lm.name, max_chars=MAX_TEXT_CHARS if hosted() else
+                      MAX_LONG_TEXT_CHARS)  # fmt: skip
     if not lm.encoder_decoder:
         if target:
             raise MhaVizError(f"{lm.name} is not an encoder-decoder model; a target text is not used with it")
@@ -89,6 +91,22 @@ def is_slim(lm: LoadedModel, text: str, target: str | None = None) -> bool:
     return _slim(lm, _shape(lm, *encode(lm, text, target)))
 
 
+def tiled_bytes(s: budget.Sizes) -> int:
+    """A long text's tiled recording (models/tiled.py): every layer's q, k, v and row statistics, the mask once
+    (additive and bool), one block of scores (three copies: scores, the mask added, the softmax) and the pass's own
+    activations (a few [n, d_model] and the MLP's [n, ~4 d_model])."""
+    per_layer = 4 * (s.n_heads * s.n_q * s.d_head + 2 * s.n_kv_heads * s.n_k * s.d_head) + 16 * s.n_heads * s.n_q
+    return s.n_layers * per_layer + 5 * s.n_q * s.n_k + 3 * 4 * TILE_BLOCK_CELLS + 4 * 8 * s.n_q * s.d_model
+
+
+def _check_recording(s: budget.Sizes, slim: bool) -> None:
+    """Refuse a recording over the request budget (hosted mode's is tighter): a slim one is tiled (tiled_bytes)."""
+    if slim:
+        budget.check_bytes(tiled_bytes(s) + budget.SLACK, "Recording the model", s)
+    else:
+        budget.check("Heads", s, recording=True, what="Recording the model")
+
+
 def record(
     lm: LoadedModel,
     text: str,
@@ -101,12 +119,19 @@ def record(
     ``progress(done, total)`` is called after each recorded call (total: the model's attention calls)."""
     tokens, target_tokens = encode(lm, text, target)
     shape = _shape(lm, tokens, target_tokens)
-    budget.check("Heads", shape, recording=True, what="Recording the model")
-    dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
     slim = _slim(lm, shape)
+    _check_recording(shape, slim)
+    dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
     told = None if progress is None else (lambda k: progress(k, len(lm.sites)))
     run = run_model(
-        lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=not slim, tile_cells=tile_cells * slim, progress=told
+        lm,
+        torch.tensor([tokens.ids]),
+        decoder_ids=dec,
+        extras=not slim,
+        tile_cells=tile_cells * slim,
+        progress=told,
+        tile_block=TILE_BLOCK_CELLS,
+        hidden_states=not slim,
     )
     return Recording(tokens, target_tokens, share_masks(run), slim)
 
@@ -119,7 +144,7 @@ def record_layer(
     dashboard draws it while record() runs the rest (at 2048 tokens of SmolLM2, layer 9: ~5 s instead of ~25 s).
     ``progress(done, total)`` is called after each layer on the way (total: layer + 1)."""
     tokens, _ = encode(lm, text, None)
-    budget.check("Heads", _shape(lm, tokens, None), recording=True, what="Recording the model")
+    _check_recording(_shape(lm, tokens, None), True)
     part = lm.part(part)
     told = None if progress is None else (lambda k: progress(k, layer + 1))
     run = run_layer(lm, torch.tensor([tokens.ids]), part, layer, progress=told)

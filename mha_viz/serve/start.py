@@ -11,12 +11,12 @@ the others wait, so no page sees a half-imported module (issue 21 §2.4).
 
 MHA_VIZ_NO_PRELOAD=1 turns it off: then the first page loads what it needs, as under `streamlit run` of a plain
 script. With MHA_VIZ_TIMINGS set, the load is one line of kind "preload" (mha_viz/ui/timing.py): ``at`` is when
-the model was ready, ``at - s`` when the imports were done.
+the model was ready, ``at - s`` when the imports were done. The server says it is ready (GET /ready, ready.py)
+only once this load has ended.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import os
@@ -29,14 +29,26 @@ from mha_viz.runtime.gcpause import gc_paused
 OFF = "MHA_VIZ_NO_PRELOAD"
 THREAD = "mha-viz-preload"
 _STARTED = threading.Event()
+DONE = threading.Event()  # the preload ended: the model loaded (or FAILED says why not); ready.py reads both
+FAILED: list[str] = []  # the preload's error, one line, when it could not load the model
 # Streamlit warns about any thread that uses its caches outside a page's run; this one does so on purpose.
 _CONTEXT_LOG = "streamlit.runtime.scriptrunner_utils.script_run_context"
+
+
+def preload_off() -> bool:
+    """Whether MHA_VIZ_NO_PRELOAD turns the preload off (set to anything but 0)."""
+    return os.environ.get(OFF, "0").strip() not in ("", "0")
+
+
+def started() -> bool:
+    """Whether start() has started the preload in this process."""
+    return _STARTED.is_set()
 
 
 def start() -> threading.Thread | None:
     """Load the bundled model on the CPU in a background thread, once per process. Returns the thread, or
     None when it was started already or MHA_VIZ_NO_PRELOAD is set (to anything but 0)."""
-    if _STARTED.is_set() or os.environ.get(OFF, "0").strip() not in ("", "0"):
+    if _STARTED.is_set() or preload_off():
         return None
     _STARTED.set()
     logging.getLogger(_CONTEXT_LOG).addFilter(lambda record: record.threadName != THREAD)
@@ -79,13 +91,19 @@ def import_heavy() -> None:
 
 
 def _load() -> None:
-    with contextlib.suppress(Exception), gc_paused():  # the page's own call reports any error to the person
-        import_heavy()
-        from mha_viz.ui.cache import get_model  # torch, Streamlit's elements, the dashboard's code
-        from mha_viz.ui.timing import timed_run
+    try:
+        with gc_paused():
+            import_heavy()
+            from mha_viz.ui.cache import get_model  # torch, Streamlit's elements, the dashboard's code
+            from mha_viz.ui.timing import timed_run
 
-        with timed_run("preload"):
-            get_model("", "cpu")  # the default page's model: transformers' modeling code, the weights
+            with timed_run("preload"):
+                get_model("", "cpu")  # the default page's model: transformers' modeling code, the weights
+    except Exception as e:  # the page's own call reports it to the person; /ready answers 503 (ready.py)
+        FAILED.append(f"{type(e).__name__}: {e}".splitlines()[0][:300])
+        logging.getLogger("mha_viz.serve.start").warning("the preload could not load the model: %s", FAILED[-1])
+    finally:
+        DONE.set()
 
 
 @asynccontextmanager

@@ -5,9 +5,9 @@ Discovery"): every head's patching effect estimated to first order from one forw
 
 with a a head's output (its slice of W^O's input) or its q, k or v (k, v per K/V head), the gradient taken on the
 corrupted run. A zero leaf tensor is added to every layer's activation through a Replace intervention (the pass is the
-corrupted run itself), so its gradient is what the model sends back to that activation along every path;
-torch.autograd.grad asks for nothing else (no parameter gains a .grad: the shared model is untouched). Exact
-where the metric is linear in the activation; a screen for real patching elsewhere.
+corrupted run itself; pipeline.gradients), so its gradient is what the model sends back to that activation along
+every path; torch.autograd.grad asks for nothing else (no parameter gains a .grad: the shared model is untouched).
+Exact where the metric is linear in the activation; a screen for real patching elsewhere.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz.models.capture import Recorder, recording
-from mha_viz.pipeline import Replace, plan_of
+from mha_viz import pipeline
+from mha_viz.pipeline import Replace
 from mha_viz.studies.patching import WHATS, Pair, record_sources
 from mha_viz.trace import MhaVizError
 
@@ -31,13 +31,9 @@ def attribution(pair: Pair, what: str = "out") -> np.ndarray:
     dev = lm.device
     dtype = next(lm.model.parameters()).dtype
     leaves = [torch.zeros_like(corrupted[(la, what)], device=dev, dtype=dtype, requires_grad=True) for la in range(L)]
-    parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
-    rec = Recorder(parts=parts, keep=False, plan=plan_of(Replace(part, la, what, leaves[la]) for la in range(L)))
-    kwargs = {"use_cache": False} if lm.causal_lm else {}
-    with torch.enable_grad(), recording(rec):
-        out = lm.model(input_ids=pair.corrupt_ids.to(dev), output_hidden_states=True, **kwargs)
-        value = pair.metric.value(getattr(out, "logits", None), out.hidden_states[-1])[0]  # []
-        grads = torch.autograd.grad(value, leaves)
+    measure = lambda logits, hidden: pair.metric.value(logits, hidden)[0]
+    steps = [Replace(part, la, what, leaves[la]) for la in range(L)]
+    grads = pipeline.gradients(lm, pair.corrupt_ids, measure, leaves, *steps)
     change = np.zeros((L, leaves[0].shape[2 if what == "out" else 1]))
     for la, g in enumerate(grads):
         delta = pair.sources[(la, what)].double() - corrupted[(la, what)].double()  # clean − corrupted

@@ -9,8 +9,8 @@ import torch
 
 from mha_viz.config import MAX_OV_SOURCES
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.projections import HeadWeights, embedding_matrix, head_weights, unembedding_matrix
 from mha_viz.models.tokens import readable
+from mha_viz.pipeline.weights import HeadWeights, embedding_matrix, head_weights, unembedding_matrix
 from mha_viz.studies import circuits
 from mha_viz.trace import AttentionWeights
 

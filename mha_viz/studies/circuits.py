@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mha_viz.models.projections import HeadWeights
+from mha_viz.pipeline.weights import HeadWeights
 
 
 def _r(a: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,9 @@ dimensions, the mean over heads). Rotary models: the projections before the rota
 
 What-if (plain, non-rotary layers): every head's queries and keys projected onto a shared rank-r basis, the top-r
 right singular vectors V_r of the concatenation: q ← (q − b_Q) V_r V_rᵀ + b_Q (the same as W_Q ← W_Q V_r V_rᵀ), keys
-likewise with W_K's; one layer at a time (put in through run_model's replace=, values from the unchanged pass: the
-layers before are unchanged, so they are the values of that pass); the output change against r (Head importance's
-measure).
+likewise with W_K's; one layer at a time (put in by Replace interventions through pipeline.run, values from the
+unchanged pass: the layers before are unchanged, so they are the values of that pass); the output change against r
+(Head importance's measure).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_viz.models.arch import plain_weights
+from mha_viz import pipeline
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.projections import head_weights
-from mha_viz.models.run import run_model
+from mha_viz.pipeline.door import Replace
+from mha_viz.pipeline.weights import head_weights, plain_weights
 from mha_viz.studies.importance import Scorer
 from mha_viz.studies.variants import head_change, layer_patterns
 from mha_viz.trace import MhaVizError
@@ -102,9 +102,9 @@ def _projected(t: torch.Tensor, bias: torch.Tensor | None, v: torch.Tensor) -> t
     return out.reshape(b, n, h, dh).transpose(1, 2).to(t.dtype)  # [b, heads, pos, d_head]
 
 
-def rank_plan(lm: LoadedModel, scorer: Scorer, layer: int, fraction: float) -> dict:
-    """run_model's replace= for one text of ``scorer``: ``layer``'s queries and keys on the shared rank-r bases
-    (r = fraction of each concatenation's width, at least 1)."""
+def rank_plan(lm: LoadedModel, scorer: Scorer, layer: int, fraction: float) -> tuple[Replace, Replace]:
+    """The interventions for one text of ``scorer`` (pipeline.run): ``layer``'s queries and keys put on the shared
+    rank-r bases (r = fraction of each concatenation's width, at least 1)."""
     site = lm.site(scorer.part, layer)
     if not site.qkv:
         raise MhaVizError(
@@ -116,11 +116,12 @@ def rank_plan(lm: LoadedModel, scorer: Scorer, layer: int, fraction: float) -> d
     wq = w.W_Q.permute(1, 0, 2).flatten(1)  # [d, h * dh]
     wk = w.W_K.permute(1, 0, 2).flatten(1)  # [d, kv * dh]
     t = scorer.texts[0]
-    call = run_model(lm, t.ids, decoder_ids=t.dec, extras=False, only=(scorer.part, layer)).calls[(scorer.part, layer)]
+    run = pipeline.run(lm, t.ids, decoder_ids=t.dec, extras=False, only=(scorer.part, layer))
+    call = run.calls[(scorer.part, layer)]
     yes = torch.ones((), dtype=torch.bool)
     q = _projected(call.q, w.b_Q, _basis(wq, max(1, round(fraction * wq.shape[1]))))  # [1, h, pos, dh]
     k = _projected(call.k, w.b_K, _basis(wk, max(1, round(fraction * wk.shape[1]))))  # [1, kv, pos, dh]
-    return {(scorer.part, layer, "q"): (yes, q), (scorer.part, layer, "k"): (yes, k)}
+    return Replace(scorer.part, layer, "q", q, yes), Replace(scorer.part, layer, "k", k, yes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,10 +144,10 @@ def rank_curve(
     changes, dists, pats, ranks = [], [], [], []
     for f in fractions:
         plan = rank_plan(lm, scorer, layer, f)
-        changes.append(scorer.change(what=f"with queries and keys on {f:.0%} of their dimensions", replace=plan))
-        after = layer_patterns(lm, text, target, scorer.part, layer, replace=plan)
+        changes.append(scorer.change(*plan, what=f"with queries and keys on {f:.0%} of their dimensions"))
+        after = layer_patterns(lm, text, target, scorer.part, layer, *plan)
         dists.append(float(head_change(before, after).mean()))
         pats.append(after)
-        _, h, _, dh = plan[(scorer.part, layer, "q")][1].shape
+        _, h, _, dh = plan[0].values.shape
         ranks.append(max(1, round(f * h * dh)))
     return RankCurve(tuple(fractions), tuple(ranks), np.asarray(changes), np.asarray(dists), np.stack(pats))

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz import pipeline
 from mha_viz.config import MAX_INDUCTION_LENGTH, MAX_SEED, MIN_INDUCTION_LENGTH, Config
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, make_tokens
 from mha_viz.pipeline import budget, estimates
 from mha_viz.pipeline.road import Recording, layer_trace
@@ -190,7 +190,7 @@ def run_induction(lm: LoadedModel, length: int = 50, seed: int = 0, bos: bool = 
             f"the induction experiment with {length} tokens per copy would need about {need / 2**20:,.0f} MB; the "
             f"limit per request is {limit / 2**20:,.0f} MB (MHA_VIZ_MAX_REQUEST_MB). Use fewer tokens per copy"
         )
-    run = run_model(lm, torch.tensor([ids]))
+    run = pipeline.run(lm, torch.tensor([ids]))
     if run.logits is None:
         raise MhaVizError(f"{lm.name} has no language-model head; induction needs next-token predictions")
     losses = token_losses(run.logits[0], ids)

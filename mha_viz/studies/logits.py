@@ -22,7 +22,10 @@ import torch
 
 from mha_viz.config import Config
 from mha_viz.models.tokens import Tokens, readable
-from mha_viz.models.unembed import (
+from mha_viz.pipeline import budget, estimates
+from mha_viz.pipeline import road as pipeline
+from mha_viz.pipeline.road import LoadedModel, Recording
+from mha_viz.pipeline.weights import (
     Unembedding,
     apply_norm,
     centre,
@@ -33,9 +36,6 @@ from mha_viz.models.unembed import (
     unembed,
     unembedding,
 )
-from mha_viz.pipeline import budget, estimates
-from mha_viz.pipeline import road as pipeline
-from mha_viz.pipeline.road import LoadedModel, Recording
 from mha_viz.trace import MhaVizError
 
 TOP_K = 5

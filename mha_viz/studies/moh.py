@@ -24,9 +24,9 @@ import torch
 
 from mha_viz import pipeline
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import output_projection
 from mha_viz.pipeline import Route
 from mha_viz.pipeline.road import encode
+from mha_viz.pipeline.weights import output_projection
 from mha_viz.studies.importance import Progress, Scorer, head_importance, pruning_order
 from mha_viz.trace import MhaVizError
 
@@ -59,8 +59,8 @@ def top_k_mask(norms: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def router(part: str, k: int, wo: list[torch.Tensor], usage: dict | None = None) -> Callable:
-    """run_model's route=: the top-k mask of every layer of ``part``; ``usage`` (if given) collects each layer's
-    mask [q_pos, h] of batch item 0."""
+    """The top-k mask of every layer of ``part`` as route(part, layer, out) (routes() makes the interventions);
+    ``usage`` (if given) collects each layer's mask [q_pos, h] of batch item 0."""
 
     def route(p: str, layer: int, z: torch.Tensor) -> torch.Tensor | None:
         if p != part:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz import pipeline
 from mha_viz.attention import attention_pattern, compute_trace
 from mha_viz.config import Config
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.own_road import own_input, own_weights
@@ -100,7 +100,7 @@ def padded_batch(
     d_head = max(1, lm.d_model // max(1, lm.n_heads))
     shape = budget.Sizes(n, n, lm.n_heads, lm.n_kv_heads, d_head, lm.d_model, 2 * len(lm.sites))
     budget.check("Masks", shape, recording=True, what="The padded batch")
-    run = run_model(lm, ids, attention_mask=mask.long(), only=(part, layer))  # this layer's call alone recorded
+    run = pipeline.run(lm, ids, attention_mask=mask.long(), only=(part, layer))  # this layer's call alone recorded
     call = run.calls[(part, layer)]
     if not call.delta <= MATCH_TOL:
         raise MhaVizError(f"mha-viz could not reproduce {lm.name}'s padded batch in layer {layer}; not shown")

@@ -4,8 +4,8 @@ which heads carry the difference between a clean text and a corrupted one to the
 Run the corrupted text with one head's activation replaced by its value in the clean run, and measure how
 much of the clean behaviour returns. The activation is the head's output (its slice of W^O's input, at every
 position or at one), or its q, k or v as the model used them (after rotary embeddings; k and v per K/V head
-on grouped-query models). Values are put in through the registered attention function (models/capture.py,
-Recorder.replace), for one pass only: the shared model is never changed.
+on grouped-query models). Values are put in through Replace interventions (pipeline.run,
+models/interventions.py), for one pass only: the shared model is never changed.
 
 The metric, one number per run:
 - models with an LM head: logit(answer) − logit(wrong) at the last position (single tokens);
@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz import pipeline
 from mha_viz.analysis.referents import word
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import ModelRun, run_model
 from mha_viz.models.tokens import Tokens
+from mha_viz.pipeline.door import ModelRun, Replace
 from mha_viz.pipeline.road import encode
 from mha_viz.trace import MhaVizError
 
@@ -81,7 +82,7 @@ class Pair:
     """A clean and a corrupted text of the same token length, the metric, and the clean run's activations.
 
     Shapes: clean_ids, corrupt_ids [1, pos]; sources[(layer, what)]: "out" [1, pos, n_heads, d_head], "q"
-    [1, n_heads, pos, d_head], "k"/"v" [1, n_kv_heads, pos, d_head] (the layouts capture.Recorder.replace takes).
+    [1, n_heads, pos, d_head], "k"/"v" [1, n_kv_heads, pos, d_head] (the layouts a Replace takes).
     """
 
     lm: LoadedModel
@@ -117,7 +118,7 @@ def sharing(lm: LoadedModel, kv_head: int) -> range:
 def record_sources(lm: LoadedModel, part: str, ids: torch.Tensor) -> tuple[ModelRun, Sources]:
     """One recorded run of ``ids`` and every layer's q, k, v and head outputs in the layouts patching puts back.
     Shapes: ids [1, pos]."""
-    run = run_model(lm, ids)
+    run = pipeline.run(lm, ids)
     sources: Sources = {}
     for layer in range(lm.n_layers(part)):
         call = run.calls[(part, layer)]
@@ -180,7 +181,7 @@ def prepare(
     clean_ids, corrupt_ids = torch.tensor([a.ids]), torch.tensor([b.ids])  # [1, pos] each
     clean_run, sources = record_sources(lm, part, clean_ids)
     pair = Pair(lm, part, b, clean_ids, corrupt_ids, metric, float(metric(clean_run)[0]), 0.0, sources)
-    corrupted = float(metric(run_model(lm, corrupt_ids, record=False))[0])
+    corrupted = float(metric(pipeline.run(lm, corrupt_ids, record=False))[0])
     if not np.isfinite([pair.clean, corrupted]).all() or abs(pair.clean - corrupted) < 1e-9:
         raise MhaVizError(
             f"the metric is {pair.clean:.6g} on the clean text and {corrupted:.6g} on the corrupted one; patching "
@@ -226,7 +227,8 @@ def patched_runs(pair: Pair, what: str, runs: Sequence[Sequence[Patch]]) -> np.n
             else:
                 where[i, head, at] = True  # [b, h, pos, 1]
     ids = pair.corrupt_ids.expand(len(runs), -1)  # [b, pos]: the corrupted text in every row
-    return pair.metric(run_model(pair.lm, ids, record=False, replace=plan))
+    steps = [Replace(p, la, w, values, where) for (p, la, w), (where, values) in plan.items()]
+    return pair.metric(pipeline.run(pair.lm, ids, *steps, record=False))
 
 
 def run_batched(pair: Pair, what: str, runs: list[list[Patch]], progress: Progress | None, say: Callable[[int], str]):

@@ -18,7 +18,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from mha_viz.models.run import run_model
+from mha_viz import pipeline
+from mha_viz.pipeline.door import Replace
 from mha_viz.studies.patching import Pair, Progress, heads_of, record_sources, run_batched
 from mha_viz.trace import MhaVizError
 
@@ -37,10 +38,10 @@ def path_patch(pair: Pair, sender: tuple[int, int], what: str = "q", progress: P
     _, corrupted = record_sources(lm, part, pair.corrupt_ids)  # pass 1
     sender_where = torch.zeros(1, 1, lm.n_heads, 1, dtype=torch.bool)  # [1, 1, h, 1]: the sender, every position
     sender_where[0, 0, hs] = True
-    plan = {(part, ls, "out"): (sender_where, pair.sources[(ls, "out")])}
     frozen = torch.ones(1, 1, 1, 1, dtype=torch.bool)  # every head, every position
-    plan.update({(part, la, "out"): (frozen, corrupted[(la, "out")]) for la in range(ls + 1, L)})
-    calls = run_model(lm, pair.corrupt_ids, replace=plan).calls  # pass 2: what the later heads received
+    steps = [Replace(part, ls, "out", pair.sources[(ls, "out")], sender_where)]
+    steps += [Replace(part, la, "out", corrupted[(la, "out")], frozen) for la in range(ls + 1, L)]
+    calls = pipeline.run(lm, pair.corrupt_ids, *steps).calls  # pass 2: what the later heads received
     received = {(la, what): getattr(calls[(part, la)], what) for la in range(ls + 1, L)}  # [1, h|kv, pos, dh]
     G = heads_of(lm, what)
     runs = [[(la, g, None)] for la in range(ls + 1, L) for g in range(G)]

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from mha_viz import pipeline
 from mha_viz.analysis.norms import shown_pattern
 from mha_viz.analysis.patterns import head_stats
 from mha_viz.analysis.roles import SCORE_KEYS, head_roles, is_punctuation
@@ -15,9 +16,9 @@ from mha_viz.attention import compute_trace
 from mha_viz.config import Config
 from mha_viz.edits import apply_wo, regroup_heads
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import run_model
 from mha_viz.models.tokens import Tokens, readable
 from mha_viz.pipeline import budget
+from mha_viz.pipeline.door import Ablate
 from mha_viz.pipeline.road import Recording, encode, layer_trace, sizes
 from mha_viz.trace import AttentionTrace, AttentionWeights
 
@@ -136,8 +137,9 @@ def ablation_effect(
     tokens, target_tokens = encode(lm, text, target)
     ids = torch.tensor([tokens.ids])
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
-    intact = run_model(lm, ids, decoder_ids=dec, record=False)
-    cut = run_model(lm, ids, decoder_ids=dec, ablate=ablate, record=False)
+    intact = pipeline.run(lm, ids, decoder_ids=dec, record=False)
+    steps = [Ablate(part, layer, tuple(int(h) for h in heads)) for (part, layer), heads in ablate.items() if heads]
+    cut = pipeline.run(lm, ids, *steps, decoder_ids=dec, record=False)
     h0, h1 = intact.hidden[0].double(), cut.hidden[0].double()  # [pos, d]
     result: dict = {
         "tokens": (target_tokens or tokens).labels,

@@ -3,7 +3,7 @@
 
 The K/V heads of every layer are split into g groups (g divides the model's own K/V head count); each group's key
 and value projections become the mean of its members' (weights and biases), and every query head that read a
-member reads the pooled head. Done at the attention call (capture.shared via run_model(share=...)): the mean of
+member reads the pooled head. Done at the attention call (a ShareKV intervention through pipeline.run): the mean of
 the members' keys and values, which is the pooled projection's output because a projection is linear, and after
 rotary embeddings as well (the rotation at a position is the same linear map for every head). With QK-norm (Qwen3,
 OLMo 2) the pooled key is the mean of the normalised keys (the norm is not linear: not a weight edit there).
@@ -30,16 +30,17 @@ decoders the increase of the mean next-token loss (nats). KV cache: 2 · layers 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from mha_viz import pipeline
 from mha_viz.analysis.patterns import js_distance
 from mha_viz.attention import attention_pattern
 from mha_viz.models.load import LoadedModel
-from mha_viz.models.run import run_model
+from mha_viz.pipeline.door import Intervention, Rotate, ShareKV
 from mha_viz.pipeline.road import encode
 from mha_viz.studies.importance import Scorer
 from mha_viz.trace import MhaVizError
@@ -195,7 +196,7 @@ def _layer_kv(lm: LoadedModel, scorer: Scorer) -> list[tuple[torch.Tensor, torch
     Shapes: each k, v [n_kv_heads, total_pos, d_head]."""
     per: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
     for t in scorer.texts:
-        run = run_model(lm, t.ids, decoder_ids=t.dec, extras=False)
+        run = pipeline.run(lm, t.ids, decoder_ids=t.dec, extras=False)
         for (part, layer), call in run.calls.items():
             if part == scorer.part:
                 per.setdefault(layer, []).append((call.k[0], call.v[0]))  # [n_kv, pos, dh] each
@@ -217,20 +218,33 @@ def layer_groups(
 
 
 def share_plan(part: str, groups: Sequence[Groups]) -> dict[tuple[str, int], Groups]:
-    """run_model's share= for every layer of ``part`` (nothing for layers left as they are)."""
+    """Every layer's groups of ``part`` as {(part, layer): groups} (nothing for layers left as they are; conversion()
+    makes the interventions)."""
     return {(part, la): gr for la, gr in enumerate(groups) if any(len(x) > 1 for x in gr)}
 
 
 def rotation_plan(
     part: str, groups: Sequence[Groups], kv: Sequence[tuple[torch.Tensor, torch.Tensor]], kinds: Sequence[str]
 ) -> dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]]:
-    """run_model's rotate= for the orthogonal grouping: every converted layer's (R_K, R_V), fitted on ``kv``
-    (each layer's unconverted keys and values, _layer_kv)."""
+    """The orthogonal grouping's {(part, layer): (R_K, R_V)}: every converted layer's rotations, fitted on ``kv``
+    (each layer's unconverted keys and values, _layer_kv; conversion() makes the interventions)."""
     return {
         (part, la): orthogonal_rotations(kv[la][0], kv[la][1], gr, kinds[la])
         for la, gr in enumerate(groups)
         if any(len(x) > 1 for x in gr)
     }
+
+
+def conversion(
+    share: Mapping[tuple[str, int], Groups],
+    rotate: Mapping[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> list[Intervention]:
+    """The interventions of a conversion for pipeline.run: ShareKV per layer of ``share`` (share_plan), Rotate per
+    layer of ``rotate`` (rotation_plan; applied before the pooling whatever their order)."""
+    steps: list[Intervention] = [
+        ShareKV(p, la, tuple(tuple(int(h) for h in g) for g in gs)) for (p, la), gs in share.items()
+    ]
+    return steps + [Rotate(p, la, r_k, r_v) for (p, la), (r_k, r_v) in (rotate or {}).items()]
 
 
 def study(
@@ -246,7 +260,7 @@ def study(
     scorer = Scorer(lm, texts, part, target)
     n_layers, kvh = lm.n_layers(scorer.part), lm.n_kv_heads
     t0 = scorer.texts[0]
-    probe = run_model(lm, t0.ids, decoder_ids=t0.dec, extras=False, only=(scorer.part, 0))
+    probe = pipeline.run(lm, t0.ids, decoder_ids=t0.dec, extras=False, only=(scorer.part, 0))
     d_head = int(probe.calls[(scorer.part, 0)].k.shape[-1])
     key_ids = [(t.dec if (t.dec is not None and scorer.part == "decoder") else t.ids) for t in scorer.texts]
     tokens = float(np.mean([ids.shape[1] for ids in key_ids]))
@@ -260,8 +274,8 @@ def study(
             progress(i / len(jobs), f"{GROUPINGS.get(grouping, grouping)}: {g} K/V heads ({i + 1} of {len(jobs)})")
         groups = layer_groups(grouping, g, kvh, n_layers, sims)
         plan = share_plan(scorer.part, groups)
-        extra = {"rotate": rotation_plan(scorer.part, groups, kv, kinds)} if grouping == "orthogonal" and plan else {}
-        change = scorer.change(what=f"with {g} K/V heads", share=plan, **extra) if plan else 0.0
+        rotate = rotation_plan(scorer.part, groups, kv, kinds) if grouping == "orthogonal" and plan else None
+        change = scorer.change(*conversion(plan, rotate), what=f"with {g} K/V heads") if plan else 0.0
         points.append(
             Point(grouping, g, kv_cache_bytes(n_layers, g, d_head, 1) * tokens,
                   kv_cache_bytes(n_layers, g, d_head, LONG_CONTEXT), change, groups)
@@ -275,17 +289,15 @@ def layer_patterns(
     target: str | None,
     part: str,
     layer: int,
-    share: dict | None = None,
-    replace: dict | None = None,
-    rotate: dict | None = None,
+    *interventions: Intervention,
 ) -> np.ndarray:
-    """One layer's attention pattern in a pass with ``share`` (every layer converted as planned; None: the model)
-    and ``replace`` (run_model's values put in).
-    Shapes: returns [n_heads, q_pos, k_pos] float32."""
+    """One layer's attention pattern in a pass with ``interventions`` (none: the model's own; a conversion() of
+    every layer, values put in by Replace, ...). Shapes: returns [n_heads, q_pos, k_pos] float32."""
     tokens, target_tokens = encode(lm, text, target)
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
-    run = run_model(lm, torch.tensor([tokens.ids]), decoder_ids=dec, extras=False, only=(part, layer), share=share,
-                    replace=replace, rotate=rotate)  # fmt: skip
+    run = pipeline.run(
+        lm, torch.tensor([tokens.ids]), *interventions, decoder_ids=dec, extras=False, only=(part, layer)
+    )
     c = run.calls[(part, layer)]
     _, pattern, _ = attention_pattern(
         c.q[0], c.k[0], scale=c.scaling, softcap=c.softcap, allowed=None if c.allowed is None else c.allowed[0],
@@ -305,7 +317,7 @@ def converted_patterns(
         scorer = Scorer(lm, [text], part, target)
         kinds = [key_kind(lm, scorer.part, la) for la in range(len(groups))]
         rotate = rotation_plan(scorer.part, groups, _layer_kv(lm, scorer), kinds)
-    return layer_patterns(lm, text, target, part, layer, plan or None, rotate=rotate)
+    return layer_patterns(lm, text, target, part, layer, *conversion(plan, rotate))
 
 
 def head_change(before: np.ndarray, after: np.ndarray) -> np.ndarray:

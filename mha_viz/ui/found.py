@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_viz.analysis.opening import opening_head, opening_pair
-from mha_viz.analysis.referents import focus_head
+from mha_viz.analysis.opening import opening_choice, opening_pair
 from mha_viz.config import Config
 from mha_viz.pipeline.road import encode
 from mha_viz.trace import MhaVizError
@@ -77,8 +76,7 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
             queries = (q, *sorted(set(sample.tolist()) - {q}))
             q = 0
         column = get_focus_column(config, text, target, part, k, queries)  # [L, H, rows] = patterns[:, :, rows, k]
-        chosen = opening_head(column[:, :, :, None], q, 0)
-        top = focus_head(column[:, :, :, None], q, 0)
+        chosen = opening_choice(column[:, :, :, None], q, 0)  # the one rule, with the largest-weight head beside it
     except MhaVizError as exc:  # an empty text, a budget: the page says so elsewhere
         log.info("no found head: %s", exc)
         return None
@@ -87,9 +85,5 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
         return None
     if chosen is None:  # e.g. a causal mask hides the key from the query
         return None
-    layer, head, weight, others, others_max = chosen
-    strongest = None
-    if top[:2] != (layer, head):
-        rest = [column[top[0], top[1], i] for i in range(column.shape[2]) if i != q]  # the same rows
-        strongest = (*top, float(min(rest, default=0.0)), float(max(rest, default=0.0)))
-    return Found(layer, head, weight, labels[pair[0]], labels[k], others, others_max, strongest)
+    c = chosen
+    return Found(c.layer, c.head, c.weight, labels[pair[0]], labels[k], c.others, c.others_max, c.strongest)

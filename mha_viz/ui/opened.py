@@ -207,3 +207,24 @@ def _take_head(key: str, layer_key: str | None, many: bool) -> None:
     set_linked(**values)
     st.session_state[_SYNCED + key] = (int(st.session_state.get("layer") or 0), values["head"])
     keep_layer()
+
+
+WHY_KEYS = "_why_open_keys"  # session_state: the (key, second key) a "Why?" link asks the Why? tab for, once
+
+
+def open_why(layer: int, head: int, query: str, key: str | None = None, versus: str | None = None) -> None:
+    """Open the Why? tab on a head, its query token (the focus token) and a key against a second key (None: the
+    tab's defaults, the row's top two keys), link included."""
+    if key is not None:
+        st.session_state[WHY_KEYS] = (key, versus)
+    set_linked(layer=int(layer), head=int(head), focus=query, view="Why?")
+
+
+def why_link(
+    place: object, widget: str, layer: int, head: int, query: str, key: str, versus: str | None = None
+) -> None:
+    """A "Why?" button in ``place`` that opens the Why? tab on this head, query and key (and second key). The whole
+    page reruns after the click: a button inside a fragment would otherwise redraw the fragment only."""
+    says = f"why “{plain(query)}” looks at “{plain(key)}” here: its score split by where its query and key came from"
+    if place.button("Why?", key=widget, help=says, on_click=open_why, args=(layer, head, query, key, versus)):
+        st.rerun()

@@ -1,7 +1,8 @@
 """Every dashboard view, once: its name (the tab's label and the link's ?view= value), its group in the navigation,
 the function that draws it, and what it needs. The navigation (sidebar.VIEW_GROUPS, VIEWS, GROUP_OF), the link
 checks, the view runner (ui._run_view: a view whose needs are not met says why instead of running), the HTML
-export's names and the README's view table (tests/test_readme_lists.py) all come from REGISTRY.
+export's names and the view table of docs/views.md (written by scripts/gen_docs.py, with each view's paragraph from
+ui/about.py; tests/test_docs.py) all come from REGISTRY.
 
 Data only: the function is named by module and attribute and imported when the view first runs, so this module
 imports nothing from the views (which import the sidebar, which imports this)."""
@@ -62,6 +63,15 @@ REGISTRY: tuple[View, ...] = (
     View("Circuits", "Explain", "circuits", "circuits_view", ONE_TEXT),  # own weights: W_Q·W_Kᵀ, W_V·W_O too
     View("Next token", "Explain", "next_token", "next_token_view"),  # a causal LM with its head: checked there
     View(
+        "Why?",
+        "Explain",
+        "why",
+        "why_view",
+        SELF,
+        "splits a pretrained model's head score by the earlier heads, MLPs and embeddings that wrote its query and "
+        "key; own weights are one layer, with nothing before it",
+    ),
+    View(
         "Rollout",
         "Explain",
         "rollout",
@@ -106,6 +116,14 @@ REGISTRY: tuple[View, ...] = (
         PRETRAINED,
         "converts a pretrained model's heads (grouped-query, MoH) and measures how its output changes; for own "
         "weights choose a layer variant in the sidebar instead (the Lesson and Step by step show its steps)",
+    ),
+    View(
+        "KV cache",
+        "What if",
+        "kv_cache",
+        "kv_view",
+        PRETRAINED,  # a causal LM: checked there, naming the model's kind
+        f"compresses a pretrained causal LM's key/value cache per head and measures its next-token loss; {NO_OUTPUT}",
     ),
 )
 BY_NAME = {v.name: v for v in REGISTRY}

@@ -12,6 +12,7 @@ from urllib.parse import quote_plus
 from playwright.sync_api import Locator, Page, expect
 
 from conftest import SENTENCE
+from e2e.browser_helpers import EXCEPTION, click_overview_tile, first_chart, heatmaps, open_app, open_tab
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
 from mha_viz.config import Config
 from mha_viz.pipeline.road import traces
@@ -20,23 +21,8 @@ VIEWS = ("Lesson", "Heads", "Compare heads", "Head count", "W^O", "Step by step"
 CONTENT = ".js-plotly-plot, [data-testid='stDataFrame'], [data-testid='stTable']"  # a tab's figures or tables
 DECODER_ONLY = ("Next token", "Induction")  # on the bundled encoder these say what they need instead
 INFO = "[data-testid='stAlertContentInfo']"
-EXCEPTION = "[data-testid='stException']"
 ERROR_ALERT = "[data-testid='stAlert']:has([data-testid='stAlertContentError'])"
 HOVER = re.compile(r"^(.+) → (.+): (\d\.\d{3})$")  # query → key: weight (also a valid JS regex)
-
-
-def open_app(page: Page, app_url: str, query: str = "") -> None:
-    page.goto(f"{app_url}/{query}")
-    wait_for_run(page)
-
-
-def first_chart(page: Page) -> Locator:
-    """The first Plotly chart of the open tab."""
-    return page.locator("[data-testid='stTabPanel']").filter(visible=True).locator(".js-plotly-plot").first
-
-
-def heatmaps(chart: Locator) -> Locator:
-    return chart.locator("g.hm")  # one per heatmap trace (each draws one <image>)
 
 
 def tick(chart: Locator, label: str, axis: str = "x") -> Locator:
@@ -65,19 +51,6 @@ def type_text(page: Page, text: str) -> None:
     box.press_sequentially(text)
     box.press("Control+Enter")
     wait_for_run(page)
-
-
-def open_tab(page: Page, name: str) -> None:
-    """Open the view ``name``: its group first (Learn, Look, Explain, What if), when its tab is not shown."""
-    from mha_viz.ui.sidebar import GROUP_OF
-
-    tab = page.get_by_role("tab", name=name, exact=True)
-    if tab.count() == 0:
-        page.get_by_role("radio", name=GROUP_OF[name], exact=True).click()
-        wait_for_run(page)
-    tab.click()
-    wait_for_run(page)
-    expect(tab).to_have_attribute("aria-selected", "true")
 
 
 def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
@@ -199,24 +172,6 @@ def test_empty_text_shows_an_error_and_the_app_recovers(page: Page, app_url: str
     expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     expect(tick(chart, "mat")).to_have_count(4)  # once per bottom key axis
     expect(tick(chart, "cat (2)")).to_have_count(4)
-
-
-def click_overview_tile(page: Page, layer: int, head: int) -> None:
-    """Click the Overview tile of (layer, head) on the seed sentence and wait for the run it starts."""
-    chart = first_chart(page)
-    image = chart.locator("g.hm image")
-    expect(image).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
-    chart.scroll_into_view_if_needed()
-    box = image.bounding_box()
-    assert box is not None
-    n, gap, layers, heads = 15, 2, 6, 12  # the seed sentence: 15-token tiles, 2-cell gaps
-    step = n + gap
-    width, height = heads * step - gap, layers * step - gap  # cells across the canvas
-    page.mouse.click(
-        box["x"] + (head * step + n / 2) * box["width"] / width,
-        box["y"] + (layer * step + n / 2) * box["height"] / height,
-    )
-    wait_for_run(page)
 
 
 def test_overview_click_opens_the_head(page: Page, app_url: str) -> None:

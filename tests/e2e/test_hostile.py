@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 from playwright.sync_api import Page, expect
 
+from e2e.browser_helpers import open_tab
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
-from e2e.test_browser import open_tab
 
 PAYLOADS = (
     "<img src=x onerror=alert(1)>",

@@ -9,9 +9,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from e2e.browser_helpers import EXCEPTION, click_grid_cell, expect_heads_view, open_app, open_tab
 from e2e.conftest import RENDER_TIMEOUT_MS, VIEWPORT, wait_for_run
-from e2e.test_browser import EXCEPTION, open_app, open_tab
-from e2e.test_shared_url import click_grid_cell, expect_heads_view
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ import re
 
 from playwright.sync_api import Page, expect
 
+from e2e.browser_helpers import EXCEPTION, expect_heads_view, open_app, open_tab
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
-from e2e.test_browser import EXCEPTION, open_app, open_tab
-from e2e.test_shared_url import expect_heads_view
 
 LAYERS, HEADS = 6, 12  # MiniLM
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
+from e2e.browser_helpers import EXCEPTION, first_chart, heatmaps
 from e2e.conftest import RENDER_TIMEOUT_MS, ROOT, VIEWPORT, _free_port, _stop, _tail, serve_app, wait_for_run
-from e2e.test_browser import EXCEPTION, first_chart, heatmaps
 
 CONFIG = ROOT / "deploy" / "haproxy.cfg"
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -51,7 +51,7 @@ def proxy(replicas: list[str], config: Path = CONFIG) -> Iterator[str]:
         proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 240  # the proxy serves once a replica's /ready says ok (its model loaded)
         while True:
             with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
                 if resp.read().strip() == b"ok":

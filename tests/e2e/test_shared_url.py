@@ -9,8 +9,14 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from e2e.browser_helpers import (
+    click_grid_cell,
+    click_overview_tile,
+    expect_heads_view,
+    open_app,
+    open_tab,
+)
 from e2e.conftest import RENDER_TIMEOUT_MS, VIEWPORT, wait_for_run
-from e2e.test_browser import EXCEPTION, click_overview_tile, first_chart, heatmaps, open_app, open_tab
 
 
 @pytest.fixture
@@ -19,30 +25,6 @@ def fresh(browser: Browser) -> Iterator[Page]:
     ctx = browser.new_context(viewport=VIEWPORT)
     yield ctx.new_page()
     ctx.close()
-
-
-def opened_head_title(page: Page, layer: int, head: int) -> object:
-    """The opened head's heatmap title in the Heads tab (Plotly draws titles as text.gtitle)."""
-    title = re.compile(rf"^Layer {layer}, head {head}: attention weights \[15 × 15\]$")
-    return page.locator("[data-testid='stTabPanel']").filter(visible=True).locator("text.gtitle").filter(has_text=title)
-
-
-def expect_heads_view(page: Page, layer: int, head: int) -> None:
-    expect(page.get_by_role("tab", name="Heads", exact=True)).to_have_attribute("aria-selected", "true")
-    expect(page.get_by_label("Layer")).to_have_value(str(layer))
-    expect(page.get_by_label("Open head")).to_have_value(f"head {head}")
-    expect(opened_head_title(page, layer, head)).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
-    expect(page.locator(EXCEPTION)).to_have_count(0)
-
-
-def click_grid_cell(page: Page, subplot: str, q: int, k: int, n: int = 15) -> None:
-    chart = first_chart(page)
-    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
-    chart.scroll_into_view_if_needed()
-    box = chart.locator(f"g.subplot.{subplot} g.hm image").bounding_box()
-    assert box is not None
-    page.mouse.click(box["x"] + (k + 0.5) * box["width"] / n, box["y"] + (q + 0.5) * box["height"] / n)
-    wait_for_run(page)
 
 
 def test_heads_grid_click_survives_a_share(page: Page, fresh: Page, app_url: str) -> None:

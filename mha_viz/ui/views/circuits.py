@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans.circuits import circuit_notes, pair_tables
 from mha_viz.figures import spectra
 from mha_viz.studies import circuits
 from mha_viz.ui.cache_studies import get_copying_map, get_head_weights, get_token_pairs
@@ -38,45 +39,31 @@ def circuits_view(ctx: Ctx) -> None:
     took = follow_head(ctx, "circ_head", h)  # the opened head (a choice here opens it everywhere)
     head = int(st.selectbox("Head", list(range(h)), key="circ_head", format_func=lambda i: f"head {i}",
                             bind="query-params", on_change=took))  # fmt: skip
-    if w.rotary:
-        st.info(
-            "This model rotates queries and keys by their positions (rotary embeddings) after W_Q and W_K. The QK "
-            "circuit shown is W_Q·W_Kᵀ before rotation: the score a query and a key would get at the same position; "
-            "at distance t the model turns it by position-dependent angles, so the real preference also depends on "
-            "how far apart the tokens are."
-        )
-    for note in dict.fromkeys(n for n in (w.qk_note, w.ov_note) if n):
-        st.caption(f"Not shown: {note}.")
+    notes = circuit_notes(w.rotary, w.qk_note, w.ov_note, ctx.base.own)
+    if notes.rotary:
+        st.info(notes.rotary)
+    for note in notes.not_shown:
+        st.caption(note)
     qk, ov = circuits.qk_singular_values(w, head), circuits.ov_singular_values(w, head)
     plot(spectra(qk, ov, f"{ctx.where.capitalize()}, head {head}: singular values"), "spectra", ctx.c.image_format)
     score = circuits.head_copying_score(w, head)
     if score is not None:
         st.metric(f"Copying score of head {head}", f"{score:+.3f}")
     pairs = get_token_pairs(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, head)
+    ov_table, qk_table = pair_tables(pairs["ov"], pairs["qk"])
     c1, c2 = st.columns(2)
-    if pairs["ov"]:
+    if ov_table:
         c1.markdown(f"**OV: what each token of the text writes when attended to** (read through {pairs['ov_reads']})")
-        c1.table({
-            "source token": [s for s, _ in pairs["ov"]],
-            "top destinations (score)": [", ".join(f"{t} ({v:.3g})" for t, v in dest) for s, dest in pairs["ov"]],
-        })  # fmt: skip
-    if pairs["qk"]:
+        c1.table(ov_table)
+    if qk_table:
         c2.markdown("**QK: the query → key token pairs of this text the circuit favours most**")
-        c2.table({
-            "query": [a for a, _, _ in pairs["qk"]],
-            "key": [b for _, b, _ in pairs["qk"]],
-            "score": [f"{v:.3g}" for _, _, v in pairs["qk"]],
-        })  # fmt: skip
-    if ctx.base.own:  # own weights have no vocabulary: their pairs are the text's tokens as X gives them
-        st.caption(
-            "Own weights: each token of the text is its row of X (the embeddings the sidebar chose), and what a head "
-            "moves is read against the same rows. One layer, so the copying map below is one row."
-        )
-    else:
-        st.caption(
-            "Token pairs use the raw token embeddings, leaving out the layer norms, positions and every earlier "
-            "layer: they show what the weights lean towards, not what this text computes (the Heads tab shows that)."
-        )
+        c2.table(qk_table)
+    st.caption(notes.pairs)
+    _copying_map(ctx, qk, ov)
+
+
+def _copying_map(ctx: Ctx, qk: np.ndarray | None, ov: np.ndarray | None) -> None:
+    """Every head's OV copying score (click to open), and the download with this head's singular values."""
     scores = get_copying_map(ctx.config, ctx.part)  # [L, H]
     if not np.isfinite(scores).all():
         st.info("The copying map needs every layer's V as a fixed linear map; this model's is not (see above).")

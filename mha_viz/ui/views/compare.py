@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from mha_viz.analysis.patterns import head_distances, head_stats, similarity_order
+from mha_viz.analysis.plans.compare import compare_plan, second_head
 from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import head_bars, matrix_heatmap
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
@@ -27,13 +29,39 @@ def head_summary(pattern: np.ndarray) -> tuple[np.ndarray, list[int], dict[str, 
 
 
 def compare_view(ctx: Ctx) -> None:
-    layers = list(range(ctx.base.n_layers))
     h = ctx.trace(x=False).n_heads
+    picks = _pickers(ctx, h)
+    shows = [ctx.shown(ctx.trace(la, x=False)) for la, _ in picks]
+    labels, keys = shows[0].labels, shows[0].key_labels
+    (_, he_a), (_, he_b) = picks
+    pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
+    n = len(labels)
+    rows = (
+        row_window(n, WINDOW_ROWS, "cmp_rows", "each of A, B and their difference") if n > WINDOW_FROM else slice(0, n)
+    )
+    plan = compare_plan(pa, pb, (picks[0], picks[1]), rows, len(keys))
+    for col, p, title, key in zip(st.columns(2), (pa, pb), plan.titles, ("cmp_a", "cmp_b"), strict=True):
+        with col:
+            fig = cached_figure("matrix_heatmap", p[rows], keys, labels[rows], title, value_name="weight",
+                                attention=True, zmin=0.0, zmax=plan.top, title_chars=TITLE_CHARS)  # fmt: skip
+            plot(fig, key, ctx.c.image_format)
+    st.caption(plan.scale_note)
+    d1, d2 = st.columns(2)
+    with d1:
+        fig = cached_figure("matrix_heatmap", pb[rows] - pa[rows], keys, labels[rows], plan.diff_title, diverging=True,
+                            value_name="Δ weight", title_chars=TITLE_CHARS)  # fmt: skip
+        plot(fig, "cmp_diff", ctx.c.image_format)
+    _layer_heads(ctx, d2)
+
+
+def _pickers(ctx: Ctx, h: int) -> list[tuple[int, int]]:
+    """Layer and head of A (the opened ones; a choice opens it) and of B."""
+    layers = list(range(ctx.base.n_layers))
     cols = st.columns(4)
     picks = []
     took = follow_head(ctx, "a_head", h, layer_key="a_layer")  # A: the opened layer and head (a choice opens it)
     valid_choice("b_layer", layers, ctx.layer)
-    valid_choice("b_head", list(range(h)), 0 if st.session_state.get("a_head") != 0 else min(1, h - 1))
+    valid_choice("b_head", list(range(h)), second_head(st.session_state.get("a_head"), h))
     for j, side in enumerate("ab"):
         on_change = took if side == "a" else None
         la = cols[2 * j].selectbox(f"Layer {side.upper()}", layers, key=f"{side}_layer", bind="query-params",
@@ -41,37 +69,15 @@ def compare_view(ctx: Ctx) -> None:
         he = cols[2 * j + 1].selectbox(f"Head {side.upper()}", list(range(h)), key=f"{side}_head", bind="query-params",
                                        on_change=on_change)  # fmt: skip
         picks.append((int(la), int(he)))
-    shows = [ctx.shown(ctx.trace(la, x=False)) for la, _ in picks]
-    labels, keys = shows[0].labels, shows[0].key_labels
-    (la_a, he_a), (la_b, he_b) = picks
-    pa, pb = shows[0].pattern[he_a], shows[1].pattern[he_b]
-    top = float(max(pa.max(), pb.max()))  # one colour scale for A and B: equal colours mean equal weights
-    n = len(labels)
-    rows = (
-        row_window(n, WINDOW_ROWS, "cmp_rows", "each of A, B and their difference") if n > WINDOW_FROM else slice(0, n)
-    )
-    part = "" if rows.stop - rows.start == n else f"rows {rows.start}–{rows.stop - 1} of "
-    for col, (la, he), p, key in zip(st.columns(2), picks, (pa, pb), ("cmp_a", "cmp_b"), strict=True):
-        with col:
-            title = f"Layer {la}, head {he} [{part}{n} × {len(keys)}]"
-            fig = cached_figure("matrix_heatmap", p[rows], keys, labels[rows], title, value_name="weight",
-                                attention=True, zmin=0.0, zmax=top, title_chars=TITLE_CHARS)  # fmt: skip
-            plot(fig, key, ctx.c.image_format)
-    st.caption(
-        f"A and B share one colour scale, from 0 to {top:.3g} (the larger of their largest weights), so the same "
-        "colour is the same weight in both."
-    )
+    return picks
 
+
+def _layer_heads(ctx: Ctx, d2: DeltaGenerator) -> None:
+    """How the layer's heads relate: their distances (in ``d2``), entropy and weight on self, and the downloads."""
     sh = ctx.shown(ctx.trace(x=False))
     dist, order, stats = head_summary(sh.pattern)
     names = head_names(sh.pattern.shape[0])
     ordered = [names[i] for i in order]
-    d1, d2 = st.columns(2)
-    with d1:
-        title = f"Difference: (L{la_b} H{he_b}) − (L{la_a} H{he_a}){'' if not part else f' [{part}{n} × {len(keys)}]'}"
-        fig = cached_figure("matrix_heatmap", pb[rows] - pa[rows], keys, labels[rows], title, diverging=True,
-                            value_name="Δ weight", title_chars=TITLE_CHARS)  # fmt: skip
-        plot(fig, "cmp_diff", ctx.c.image_format)
     with d2:
         plot(
             matrix_heatmap(

@@ -19,7 +19,7 @@ from mha_viz.ui.choices import clicked_points, valid_choice
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
-from mha_viz.ui.opened import keep_layer, opened_head, set_linked, take_focus
+from mha_viz.ui.opened import keep_layer, opened_head, set_linked, take_focus, why_link
 from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.window import row_window
@@ -115,6 +115,7 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     q = list(sh.labels).index(focus)
     if found is not None:
         st.caption(found.says(opened=(found.layer, found.head) == (ctx.layer, head)))
+    why_link(st, "heads_why", ctx.layer, head, focus, sh.key_labels[int(np.argmax(sh.pattern[head, q]))])  # its top key
     with left:
         what = "attention weights" if ctx.measure == "weight" else "contribution shares"
         rows = row_window(n, WINDOW_ROWS, "head_rows", "the opened head", q) if n > WINDOW_FROM else slice(0, n)

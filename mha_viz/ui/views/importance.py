@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz.config import AUTO_SCAN_TOKENS
+from mha_viz.analysis.plans.importance import (
+    curve_rows,
+    curve_summary,
+    importance_rows,
+    measured_texts,
+    most_important,
+    starts_by_itself,
+)
 from mha_viz.figures import pruning_figure
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.pace import eta
@@ -38,15 +45,12 @@ def _texts(ctx: Ctx) -> tuple[str, ...]:
         "Measured on", list(TEXT_SETS), format_func=TEXT_SETS.get, key="imp_texts", bind="query-params",
         horizontal=True,
     )  # fmt: skip
-    if choice == "this text":
-        return (ctx.c.text,)
-    return (ctx.c.text, *(t for t in EXAMPLES if t not in (ctx.c.text, "humpty dumpty sat on")))
+    return measured_texts(choice, ctx.c.text, EXAMPLES)
 
 
 def importance_view(ctx: Ctx) -> None:
     lm = model_of(ctx.config)
-    L, H = ctx.base.n_layers, ctx.base.n_heads
-    n = L * H
+    n = ctx.base.n_layers * ctx.base.n_heads
     measure = importance.measure_name(lm)
     st.markdown(
         f"**Importance of a head** = how much the model's output changes when that head alone is removed (its "
@@ -65,7 +69,7 @@ def importance_view(ctx: Ctx) -> None:
     if has_importance("importance", *args):
         imp = get_importance(*args)
     else:
-        auto = n * len(texts) <= AUTO_HEADS and tokens <= AUTO_SCAN_TOKENS
+        auto = starts_by_itself(n, len(texts), tokens, AUTO_HEADS)
         imp = long_run(run_key("imp_go", args), f"Scan all {n} heads", auto, waiting,
                        lambda progress: get_importance(*args, progress), scan_s)  # fmt: skip
         if imp is None:
@@ -73,11 +77,14 @@ def importance_view(ctx: Ctx) -> None:
     title = f"Importance of each head ({measure}); click a cell to open the head"
     layer_head_map(imp.astype(np.float32), title, "importance", "imp_map", ctx.c.image_format, on_select=_open_head)
     order = importance.pruning_order(imp)
-    top = order[::-1][:5]
-    st.markdown("Most important: " + ", ".join(f"layer {la} head {h} ({imp[la, h]:.4g})" for la, h in top))
-    rows = [[la, h, f"{imp[la, h]:.6g}"] for la in range(L) for h in range(H)]
-    downloads("importance", csv_data=csv_bytes(["layer", "head", "importance"], rows))
+    st.markdown(most_important(imp, order))
+    downloads("importance", csv_data=csv_bytes(["layer", "head", "importance"], importance_rows(imp)))
+    _curve(ctx, args, order, pass_s, measure)
 
+
+def _curve(ctx: Ctx, args: tuple, order: list[tuple[int, int]], pass_s: float, measure: str) -> None:
+    """The pruning curve: least important first against random orders (its own button), with its download."""
+    n = ctx.base.n_layers * ctx.base.n_heads
     st.markdown(
         "**Pruning curve.** Heads are removed one after another, least important first in a fixed order (smallest "
         "|importance| above first, not recomputed after each removal), against random orders "
@@ -86,28 +93,17 @@ def importance_view(ctx: Ctx) -> None:
     if has_importance("curve", *args):
         curve = get_curve(*args)
     else:
-        runs = len(importance.curve_steps(n)) * (1 + len(importance.RANDOM_SEEDS)) * len(texts)
+        runs = len(importance.curve_steps(n)) * (1 + len(importance.RANDOM_SEEDS)) * len(args[1])
         curve_s = budget.SECONDS_BASE + pass_s * runs
         waiting = lambda: st.caption(f"{runs} forward passes, {eta(curve_s)}.")
         curve = long_run(run_key("curve_go", args), "Compute the pruning curve", False, waiting,
                          lambda progress: get_curve(*args, progress), curve_s)  # fmt: skip
         if curve is None:
             return
-    steps = curve["steps"]
-    share = steps / n
-    short = importance.measure_short(lm)
-    fig = pruning_figure(share, curve["by_importance"], curve["random"], short, f"{measure} as heads are removed")
+    short = importance.measure_short(model_of(ctx.config))
+    fig = pruning_figure(curve["steps"] / n, curve["by_importance"], curve["random"], short,
+                         f"{measure} as heads are removed")  # fmt: skip
     plot(fig, "pruning", ctx.c.image_format)
-    half = int(np.argmin(np.abs(share - 0.5)))
-    st.caption(
-        f"With {steps[half]} of {n} heads removed: {curve['by_importance'][half]:.4g} least-important-first, "
-        f"{curve['random'][:, half].mean():.4g} in random order. All heads removed: {curve['by_importance'][-1]:.4g}. "
-        "The heads that survive longest (removed last): " + ", ".join(f"L{la} H{h}" for la, h in order[::-1][:10]) + "."
-    )
-    rows = [
-        [int(k), f"{k / n:.6g}", f"{curve['by_importance'][i]:.6g}", *(f"{v:.6g}" for v in (
-            curve["random"][:, i].mean(), curve["random"][:, i].min(), curve["random"][:, i].max()))]
-        for i, k in enumerate(steps)
-    ]  # fmt: skip
+    st.caption(curve_summary(curve, order, n))
     header = ["heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max"]
-    downloads("pruning", csv_data=csv_bytes(header, rows))
+    downloads("pruning", csv_data=csv_bytes(header, curve_rows(curve, n)))

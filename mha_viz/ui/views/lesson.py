@@ -4,59 +4,29 @@ the two claims of the source articles checked live (see mha_viz.analysis.lesson 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import streamlit as st
 
-from mha_viz.analysis.lesson import Panel, build_steps, default_head, focus_row, wo_origin
+from mha_viz.analysis.lesson import Panel, Step, build_steps
+from mha_viz.analysis.plans.lesson import lesson_opening
 from mha_viz.config import WINDOW_ROWS
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.figures.lesson import mark_row
-from mha_viz.studies.claims import Equivalence, identity_blocker
-from mha_viz.ui.cache_studies import get_identity_pair, get_loop_vs_batched, get_plain_weights
+from mha_viz.trace import AttentionTrace
+from mha_viz.ui.cache_studies import get_loop_vs_batched, get_plain_weights
 from mha_viz.ui.choices import valid_choice
+from mha_viz.ui.claims import all_rows, show_equivalence, show_identity_claim, wo_words
 from mha_viz.ui.common import cached_figure, forget_figures, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.lazy import LazyBoxes
 from mha_viz.ui.opened import follow_head
 from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
-from mha_viz.ui.views.step_by_step import variant_section
+from mha_viz.ui.variant_section import variant_section
 
 PER_ROW, HEIGHT = 2, 380  # matrices side by side, and their height: Step by step's sizing (two per row, 380 px)
 FIRST_SCREEN, FIRST_HEIGHT = [1, 2], 440  # the first screen's words and map (the map the largest picture on it)
 FIRST_WIDTH = 560  # about how wide that map is drawn at 1280 px (two thirds of the page): its labels' room
-
-
-def wo_words(ctx: Ctx) -> str:
-    c = ctx.config
-    return wo_origin(ctx.base.own, c.init, bool(c.weights_file), c.seed)
-
-
-def show_identity_claim(
-    ctx: Ctx, rows: tuple[str, ...], key: str, say: Callable[[str], object], hint: str = "", window: slice | None = None
-) -> None:
-    """Claim (b) as a picture: h = 1 with W^O = I against plain self-attention, or (via ``say``) why this layer
-    cannot show it."""
-    b = ctx.base
-    blocker = identity_blocker(b.plain, b.n_heads, b.n_kv_heads, b.d_head, b.d_model)
-    if blocker:
-        say(f"Not shown for this layer: {blocker}.{hint}")
-        return
-    one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
-    if window is not None and window.stop - window.start < len(rows):
-        one, rows = (
-            dataclasses.replace(one, left=one.left[window], right=one.right[window], note=one.note + _all_rows(one)),
-            rows[window],
-        )
-    show_equivalence(one, rows, "h = 1 and W^O = I vs plain single-head self-attention", key, ctx.c.image_format)
-
-
-def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: str, image_format: str) -> None:
-    """Both matrices and their difference, with the largest difference in words."""
-    fig = cached_figure("comparison", eq.left, eq.right, (eq.left_name, eq.right_name), tuple(rows), title)
-    plot(fig, key, image_format)
-    st.caption(f"{eq.note} Largest |difference|: {eq.max_diff:.2e} (float64 rounding: the same computation).")
 
 
 STEP_KEY = "lesson_step_{}"  # session_state: whether step n's expander is open (the claims: CLAIM_KEYS)
@@ -85,8 +55,8 @@ def _lesson(ctx: Ctx) -> None:
     t = ctx.trace()
     b = ctx.base
     h = t.n_heads
-    auto, why = default_head(t.pattern.numpy(), b.tokens.pieces, b.key_tokens.pieces)
-    took = follow_head(ctx, "lesson_head", h, default=auto)  # the opened head (this layer's default while none is)
+    opening = lesson_opening(t.pattern.numpy(), b.tokens.pieces, b.key_tokens.pieces)
+    took = follow_head(ctx, "lesson_head", h, default=opening.head)  # the opened head (else this layer's first)
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     i = int(
         left.selectbox(
@@ -105,23 +75,29 @@ def _lesson(ctx: Ctx) -> None:
         "1). Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
         "or the head and the lesson follows. Open a step to see how the weights are made."
     )
-    intro.caption(escaped(_shown_head(i, auto, why)))
+    intro.caption(escaped(opening.shown(i)))
     weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
-    it = focus_row(b.tokens.pieces)
-    marked = it is not None and rows.start <= it < rows.stop
+    it = opening.marked(rows)
     pattern = next((p for step in steps for p in step.panels if p.kind == "weights"), None)
     if pattern is not None:
         with first:
             shown = window_rows(pattern, rows)
             fig = lesson_figure(dataclasses.replace(shown, title=f"Head {i}: attention weights {shown.shape}"),
                                 FIRST_HEIGHT, FIRST_WIDTH)  # fmt: skip
-            if marked and shown.row_labels == tuple(t.tokens[rows]):
+            if it is not None and shown.row_labels == tuple(t.tokens[rows]):
                 fig = mark_row(fig, it - rows.start, t.tokens[it])
             plot(fig, "lesson_first", ctx.c.image_format)
-    if marked:
+    if it is not None:
         intro.caption(escaped(f"The row of “{t.tokens[it]}” (token {it}) is outlined in red in every token matrix."))
+    _steps(ctx, t, steps, rows, it)
+    variant_section(ctx, t, i, rows, "lesson_variant")  # own weights as GQA/MQA/MOHSA/MoH/DCMHA: the extra steps
+    _claims(ctx, rows)
+
+
+def _steps(ctx: Ctx, t: AttentionTrace, steps: list[Step], rows: slice, it: int | None) -> None:
+    """Every step's box; an open one draws its matrices two to a row (row ``it`` outlined where rows are tokens)."""
     for step in steps:
         box = BOXES.box(f"Step {step.number}. {step.title}", STEP_KEY.format(step.number))
         if not box.open:
@@ -134,23 +110,10 @@ def _lesson(ctx: Ctx) -> None:
                     with cols[j]:
                         shown = window_rows(p, rows)
                         fig = lesson_figure(shown)
-                        if marked and shown.row_labels == tuple(t.tokens[rows]):  # rows are the query tokens
+                        if it is not None and shown.row_labels == tuple(t.tokens[rows]):  # rows are the query tokens
                             fig = mark_row(fig, it - rows.start, t.tokens[it])
                         plot(fig, f"lesson_{step.number}_{start + j}", ctx.c.image_format)
             st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
-    variant_section(ctx, t, i, rows, "lesson_variant")  # own weights as GQA/MQA/MOHSA/MoH/DCMHA: the extra steps
-    _claims(ctx, rows)
-
-
-def _shown_head(i: int, auto: int, why: str) -> str:
-    """Why head ``i`` is shown: the layer's own first choice (``auto``, ``why``), or the head opened in the session,
-    never a first choice named as if it were the head drawn."""
-    if i == auto:
-        return f"Opened first: {why}."
-    return (
-        f"Shown: head {i}, the opened head (chosen here, in another view, or when the model was chosen). This "
-        f"layer's own first choice would be {why}; pick it above to see it."
-    )
 
 
 def lesson_figure(p: Panel, height: int = HEIGHT, width: int | None = None) -> dict:
@@ -235,11 +198,7 @@ def _claims(ctx: Ctx, rows: slice | None = None) -> None:
 def _loop_vs_batched(ctx: Ctx, tokens: tuple[str, ...], rows: slice) -> None:
     eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, ctx.base.plain)
     if rows.stop - rows.start < len(tokens):  # the window's rows; the largest difference is over every row
-        eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + _all_rows(eq))
+        eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + all_rows(eq))
     show_equivalence(
         eq, tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.c.image_format
     )
-
-
-def _all_rows(eq: Equivalence) -> str:
-    return f" Shown: the window's rows; over all {eq.left.shape[0]} rows the largest |difference| is {eq.max_diff:.2e}."

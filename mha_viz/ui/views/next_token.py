@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans.next_token import dla_plan, lens_table, target_names
 from mha_viz.config import LENS_POSITIONS
 from mha_viz.figures import logit_lens, matrix_heatmap
 from mha_viz.studies import logits
@@ -50,7 +51,12 @@ def next_token_view(ctx: Ctx) -> None:
     st.markdown(f"**Next token after “{labels[pos]}”** (the model's own probabilities)")
     st.table({"rank": list(range(1, len(r.top_ids) + 1)), "token": list(r.top_labels),
               "id": list(r.top_ids), "p": [f"{p:.4f}" for p in r.top_probs]})  # fmt: skip
+    _lens(ctx, r, labels[pos])
+    _attribution(ctx, r, labels[pos])
 
+
+def _lens(ctx: Ctx, r: Readout, after: str) -> None:
+    """The logit lens map over the last positions, and its top tokens per layer at the chosen one."""
     first = r.lens_first  # the lens rows read positions first..n-1
     plot(logit_lens(r.lens_probs, r.tokens.labels[first:], r.lens_labels), "lens_map", ctx.c.image_format)
     st.caption(
@@ -58,62 +64,44 @@ def next_token_view(ctx: Ctx) -> None:
         f"model's own final norm ({r.norm_kind}) and LM head, as if the model stopped there. The last row is the "
         "model's own prediction." + (f" Showing the last {LENS_MAX_TOKENS} positions." if first else "")
     )
-    L = r.lens_top_ids.shape[0]
-    with st.expander(f"Logit lens at “{labels[pos]}”: top {r.lens_top_ids.shape[1]} per layer"):
-        st.table({
-            "layer": list(range(L)),
-            **{f"#{j + 1}": [f"{r.lens_top_labels[la][j]} ({r.lens_top_probs[la, j]:.3f})" for la in range(L)]
-               for j in range(r.lens_top_ids.shape[1])},
-            f"p(“{r.top_labels[0]}”)": [f"{p:.3f}" for p in r.lens_final],
-        })  # fmt: skip
+    with st.expander(f"Logit lens at “{after}”: top {r.lens_top_ids.shape[1]} per layer"):
+        st.table(lens_table(r.lens_top_labels, r.lens_top_probs, r.lens_final, r.top_labels[0]))
 
+
+def _attribution(ctx: Ctx, r: Readout, after: str) -> None:
+    """Direct logit attribution to a chosen top token: the layer × head map, the parts of the logit, the top heads."""
     st.markdown("**Direct logit attribution**: each head's share of the next-token logit")
     options = list(range(len(r.top_ids)))
-    names = [f"{r.top_labels[i]} (p = {r.top_probs[i]:.3f})" for i in options]  # how the link names them
+    names = target_names(r.top_labels, r.top_probs)  # how the link names them
     valid_choice("dla_token", options, 0, label=names.__getitem__)
     t = st.selectbox("Target token", options, key="dla_token", format_func=names.__getitem__, bind="query-params")
-    heads = r.heads[t]  # [L, H]
-    H = heads.shape[1]
-    title = f"Direct logit attribution to “{r.target_labels[t]}” after “{labels[pos]}”"
-    fig = matrix_heatmap(heads, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], title, diverging=True,
-                         value_name="logit")  # fmt: skip
+    plan = dla_plan(r, t, after)
+    L, H = plan.heads.shape
+    fig = matrix_heatmap(plan.heads, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], plan.title,
+                         diverging=True, value_name="logit")  # fmt: skip
     plot(fig, "dla_map", ctx.c.image_format)
-    norm = {
-        "RMSNorm": "RMSNorm: γ ⊙ x / rms(r)",
-        "LayerNorm": "LayerNorm: γ ⊙ (x − mean x) / σ(r), with the bias β counted as a separate term",
-        "none": "this model has no final norm: the LM head reads the stream directly",
-    }[r.norm_kind]
-    st.caption(
-        f"Each head's output after W^O at “{labels[pos]}”, read by the LM head row of “{r.target_labels[t]}” through "
-        f"the final norm linearised at the actual final residual r ({norm}; the divisor is fixed at its value for r, "
-        f"{r.scale:.4g}, so the parts add up). Positive values raise the logit, negative values lower it."
-    )
-    if not r.direct:
+    st.caption(plan.caption)
+    if plan.indirect:
         st.warning(
             "In this model a norm sits between W^O and the residual stream, so a head's output after W^O is not "
             "what it adds to the stream: these numbers are not its direct effect (the difference is in “the rest”)."
         )
-    parts = {
-        "all heads": float(heads.sum()), "W^O biases": float(r.biases[t].sum()), "embeddings": float(r.embed[t]),
-        "MLPs and the rest": float(r.rest[t]), "norm bias β and LM head bias": float(r.const[t]),
-    }  # fmt: skip
-    total, model = float(r.total[t]), float(r.model_logit[t])
-    st.table({"part": [*parts, "sum", "the model's own logit"],
-              "logit": [f"{v:.4f}" for v in (*parts.values(), total, model)]})  # fmt: skip
-    if abs(total - model) > 1e-3 * (1 + abs(model)):
+    st.table(plan.table)
+    if plan.mismatch:
         st.warning(
-            f"The parts add up to {total:.4f} but the model's logit is {model:.4f}: this model changes its logits "
-            "after the LM head (soft-capping or scaling), so the attribution is to the LM head's raw output."
+            f"The parts add up to {plan.total:.4f} but the model's logit is {plan.model:.4f}: this model changes its "
+            "logits after the LM head (soft-capping or scaling), so the attribution is to the LM head's raw output."
         )
     st.markdown("**Top heads** (rank, layer, head, logit):")
-    for rank, (la, he, v) in enumerate(r.top_heads(t, 5), 1):
+    for rank, (la, he, v) in enumerate(plan.top, 1):
         a, b = st.columns([4, 1])
         a.write(f"{rank}. layer {la}, head {he}: {v:+.3f}")
         b.button("Open", key=f"dla_open_{rank}", on_click=_open_head, args=(la, he))
-    rows = [[la, he, f"{heads[la, he]:.6g}"] for la in range(L) for he in range(H)]
+    rows = [[la, he, f"{plan.heads[la, he]:.6g}"] for la in range(L) for he in range(H)]
+    first = r.lens_first
     downloads(
         "next_token",
-        npz={"dla": heads.astype(np.float32), "lens_probs": r.lens_probs, "lens_ids": r.lens_ids,
+        npz={"dla": plan.heads.astype(np.float32), "lens_probs": r.lens_probs, "lens_ids": r.lens_ids,
              "lens_positions": np.arange(first, first + r.lens_ids.shape[1]),
              "top_ids": np.asarray(r.top_ids), "top_probs": r.top_probs},
         csv_data=csv_bytes(["layer", "head", "logit"], rows),

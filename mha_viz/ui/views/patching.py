@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans.two_sentences import SECOND_TEXT
 from mha_viz.analysis.referents import second_sentence
 from mha_viz.config import AUTO_SCAN_TOKENS
 from mha_viz.figures import token_bars
@@ -25,7 +26,6 @@ from mha_viz.ui.memo import CACHES, SizedCache
 from mha_viz.ui.opened import open_head
 from mha_viz.ui.request import own_input, sizes
 from mha_viz.ui.sidebar import plain
-from mha_viz.ui.views.two_sentences import SECOND_TEXT
 
 AUTO_RUNS = 100  # scans of at most this many patched runs start by themselves (MiniLM: 72 heads, ~0.5 s) ...
 TOP_HEADS = 5

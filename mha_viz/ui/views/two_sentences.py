@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from mha_viz.analysis.moves import destinations, rank_switch, switched_weight
-from mha_viz.analysis.referent_pick import attended_candidates, pronoun_focus
-from mha_viz.analysis.referents import (
-    default_candidates,
-    differing_words,
-    focus_default,
-    occurrences,
-    referent_shift,
-    replace_word,
-    second_sentence,
-    shared_pairs,
-    word,
+from mha_viz.analysis.moves import rank_switch
+from mha_viz.analysis.plans.two_sentences import (
+    SECOND_TEXT,
+    TwoFocus,
+    repeat_note,
+    seed_words,
+    two_candidates,
+    two_focus,
+    two_shift,
 )
+from mha_viz.analysis.referents import differing_words, replace_word, second_sentence
 from mha_viz.ui.cache import recording_of, tokens_of
 from mha_viz.ui.cache_rows import get_focus_rows
 from mha_viz.ui.choices import forget, map_click, valid_choice
@@ -26,10 +25,8 @@ from mha_viz.ui.common import layer_head_map
 from mha_viz.ui.context import Ctx, needs_pretrained
 from mha_viz.ui.opened import set_linked
 from mha_viz.ui.sidebar import check_text, plain
-from mha_viz.ui.views.two_head import shown_head, verdict
+from mha_viz.ui.two_head import shown_head, verdict
 
-SECOND_TEXT = "The animal didn't cross the street because it was too wide"
-LAST = "the last token (each sentence's own)"
 SHOWN = ("two_layer", "two_head")
 TOP_MOVED = 5
 NOTE = "_two_note"  # session_state: what the "replace word" button could not do
@@ -124,82 +121,72 @@ def two_view(ctx: Ctx) -> None:
     # the source side of the second text (an encoder-decoder's needs the decoder text to be run)
     tokens_b = recording_of(ctx.config, text_b, ctx.target).tokens if ctx.target else tokens_of(ctx.config, text_b)
     keys_a = ctx.base.key_tokens  # the first text's source tokens (the keys, and the queries but in cross-attention)
-    a, b = list(keys_a.pieces), list(tokens_b.pieces)
-    pairs = shared_pairs(a, b)  # shared keys (i in the first text, j in the second)
-    if not pairs:
+    queries = list(ctx.base.tokens.labels) if cross else None  # cross-attention: the decoder's, the same in both runs
+    plan = two_focus(keys_a.pieces, keys_a.labels, tokens_b.pieces, queries, ctx.base.causal)
+    if plan is None:
         st.warning("The two sentences share no tokens to compare.")
         return
-    shared = [keys_a.labels[i] for i, _ in pairs]
-    where = dict(zip(shared, pairs, strict=True))
-    changed = next((n for n, p in enumerate(pairs) if p != (n, n)), len(pairs))  # tokens before it are the same
-    first_change = pairs[changed - 1][0] + 1 if changed else 0  # the first text's first changed token
-    if cross:  # the queries: the decoder's tokens, the same in both runs
-        queries = list(ctx.base.tokens.labels)
-        choices = {label: (i, i) for i, label in enumerate(queries)}
-        found = focus_default(queries, None)
-        default = queries[found[0]] if found else queries[-1]
-        why = "" if found else "The decoder text has no “it”: the focus is its last token."
-    else:
-        choices = dict(where)
-        found = focus_default(shared, None if changed == len(pairs) else changed)
-        found = found or pronoun_focus(shared, None if changed == len(pairs) else changed)
-        default = shared[found[0]] if found else shared[0]
-        why = "" if found else f"The text has no pronoun both sentences share: the focus is “{shared[0]}”."
-    if ctx.base.causal and not cross:
-        same = changed  # tokens before the first difference see the same prefix in both sentences
-        st.info(
-            "Under a causal mask a token sees only what comes before it, so a shared token before the first change "
-            f"(here the first {same} tokens, up to “{a[same - 1] if same else '–'}”) attends exactly the same way in "
-            "both sentences. The comparison that can differ is at or after the changed word: by default the last "
-            "token of each sentence (the one that predicts what comes next)."
-        )
-        choices = {LAST: (len(a) - 1, len(b) - 1), **{lb: p for lb, p in choices.items() if p[0] >= same}}
-        default, why, found = LAST, "", None
-    options = list(choices)
-    valid_choice("two_focus", options, default)
+    if plan.causal_note:
+        st.info(plan.causal_note)
     cols = st.columns(3)
-    focus = cols[0].selectbox("Focus token (in both sentences)", options, key="two_focus", bind="query-params",
-                              on_change=_forget_shown)  # fmt: skip
-    if focus == default and (why or (found and found[1])):
-        st.caption(plain(why or found[1]))
-    diff = differing_words(ctx.c.text, text_b)
-    if diff and occurrences(ctx.c.text, diff[0]) > 1:
-        st.caption(
-            plain(
-                f"“{diff[0]}” occurs {occurrences(ctx.c.text, diff[0])} times in the first text; the second text "
-                f"changes the one at token {first_change} (“Make the second sentence” changes the first occurrence)."
-            )
-        )
-    qa, qb = choices[focus]
-    words = [n for n, (i, _) in enumerate(pairs) if not ctx.key_special[i] and shared[n] != focus]  # shared words
-    near = None if cross else where.get(focus, (None,))[0]
-    near_slot = next((n for n, (i, _) in enumerate(pairs) if i == near), None)
-    found_c, why_c = _candidates(ctx, shared, pairs, (qa, focus), near_slot)
-    found_c = found_c or ((words[0], words[1]) if len(words) > 1 else (0, min(1, len(shared) - 1)))
+    focus = _focus(ctx, plan, text_b, cols[0])
+    qa, qb = plan.rows(focus)
+    picked = _referents(ctx, plan, focus, qa, cols[1:])
+    if picked is None:
+        return
+    c1, c2 = picked
+    # the focus rows only (row 0 of each): [L, H, 1, na], [L, H, 1, nb] = patterns[:, :, q : q + 1]
+    pa = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, qa)[:, :, None]
+    pb = get_focus_rows(ctx.config, text_b, ctx.target, ctx.part, qb)[:, :, None]
+    r = two_shift(pa, pb, plan, c1, c2, ctx.key_special)
+    f, n1, n2 = plain(focus), plain(c1), plain(c2)
+    top = _ranking(ctx, r, plan, (focus, c1, c2), (f, n1, n2))
+    queries_b = ctx.base.tokens.labels if cross else tokens_b.labels
+    sides = (ctx.base.tokens.labels, queries_b), (keys_a.labels, tokens_b.labels)
+    shown_head(ctx, pa, pb, qa, qb, list(plan.pairs), focus, text_b, sides, top[0][:2], r)
+
+
+def _focus(ctx: Ctx, plan: TwoFocus, text_b: str, col: DeltaGenerator) -> str:
+    """The focus token picker (the plan's options and default), with the plan's notes."""
+    valid_choice("two_focus", plan.options, plan.default)
+    focus = col.selectbox("Focus token (in both sentences)", plan.options, key="two_focus", bind="query-params",
+                          on_change=_forget_shown)  # fmt: skip
+    if focus == plan.default and plan.note:
+        st.caption(plain(plan.note))
+    note = repeat_note(ctx.c.text, text_b, plan.first_change)
+    if note:
+        st.caption(plain(note))
+    return focus
+
+
+def _referents(ctx: Ctx, plan: TwoFocus, focus: str, qa: int, cols: list) -> tuple[str, str] | None:
+    """The two candidate referents' pickers (the plan's defaults, and why); None when both are the same."""
+    shared = list(plan.shared)
+    row = None  # the focus row's mean over every layer and head, needed only without the seed example's words
+    if not seed_words(shared):
+        row = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, qa).mean((0, 1))  # [n_keys]
+    found_c, why_c = two_candidates(plan, focus, ctx.key_special, row)
     valid_choice("two_c1", shared, shared[found_c[0]])
     valid_choice("two_c2", shared, shared[found_c[1]])
-    c1 = cols[1].selectbox("Candidate 1 (weight leaves it)", shared, key="two_c1", bind="query-params",
+    c1 = cols[0].selectbox("Candidate 1 (weight leaves it)", shared, key="two_c1", bind="query-params",
                            on_change=_forget_shown)  # fmt: skip
-    c2 = cols[2].selectbox("Candidate 2 (weight goes to it)", shared, key="two_c2", bind="query-params",
+    c2 = cols[1].selectbox("Candidate 2 (weight goes to it)", shared, key="two_c2", bind="query-params",
                            on_change=_forget_shown)  # fmt: skip
     if why_c and (c1, c2) == (shared[found_c[0]], shared[found_c[1]]):
         st.caption(plain(why_c))
     if c1 == c2:
         st.info("Choose two different candidate referents.")
-        return
-    # the focus rows only (row 0 of each): [L, H, 1, na], [L, H, 1, nb] = patterns[:, :, q : q + 1]
-    pa = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, qa)[:, :, None]
-    pb = get_focus_rows(ctx.config, text_b, ctx.target, ctx.part, qb)[:, :, None]
-    cands = (where[c1], where[c2])
-    r = referent_shift(pa, pb, 0, 0, pairs, (cands[0][0], cands[1][0]), (cands[0][1], cands[1][1]))
-    slot = {p: n for n, p in enumerate(pairs)}
-    sinks = np.asarray([bool(ctx.key_special[i]) or i == 0 for i, _ in pairs])  # special tokens, position 0
-    r["dest_a"], r["dest_b"] = destinations(pa[:, :, 0], pb[:, :, 0], pairs, (slot[cands[0]], slot[cands[1]]), sinks)
-    r["switched"] = switched_weight(r["dest_a"], r["dest_b"])
-    r["keys"] = np.asarray([cands[0][0], cands[1][0]])  # the referents' positions in the first text
-    f, n1, n2 = plain(focus), plain(c1), plain(c2)
+        return None
+    return c1, c2
+
+
+def _ranking(
+    ctx: Ctx, r: dict[str, np.ndarray], plan: TwoFocus, names: tuple[str, str, str], said: tuple[str, str, str]
+) -> list[tuple[int, int, float]]:
+    """The moved-weight map, the verdict and the top heads with their Open buttons; returns the ranking."""
+    (focus, c1, c2), (f, n1, n2) = names, said
     st.markdown(
-        f"**Moved weight** of a head: take the row of “{f}” in each sentence, keep only the {len(pairs)} keys "
+        f"**Moved weight** of a head: take the row of “{f}” in each sentence, keep only the {len(plan.pairs)} keys "
         "both sentences share and rescale them to sum to 1, so weight on the words only one sentence has (the "
         f"swapped word itself) does not count: w₁(key), w₂(key). **Moved** = what “{n2}” gained, at most what "
         f"“{n1}” lost: min(w₂({n2}) − w₁({n2}), w₁({n1}) − w₂({n1})) when “{n2}” gains and “{n1}” loses (negative "
@@ -220,22 +207,4 @@ def two_view(ctx: Ctx) -> None:
             f"{b[1]:.2f}, sinks {a[2]:.2f} → {b[2]:.2f}, the rest {a[3]:.2f} → {b[3]:.2f})"
         )
         right.button("Open", key=f"two_open_{rank}", on_click=_show, args=(la, he))
-    queries_b = ctx.base.tokens.labels if cross else tokens_b.labels
-    sides = (ctx.base.tokens.labels, queries_b), (keys_a.labels, tokens_b.labels)
-    shown_head(ctx, pa, pb, qa, qb, pairs, focus, text_b, sides, top[0][:2], r)
-
-
-def _candidates(
-    ctx: Ctx, shared: list[str], pairs: list[tuple[int, int]], focus: tuple[int, str], near: int | None
-) -> tuple[tuple[int, int] | None, str]:
-    """The default candidate referents (indices into ``shared``) and why: "animal" and "street" when the text has
-    both (the seed example), else the two words the focus token attends to most in the first sentence
-    (referent_pick.attended_candidates; ``focus``: its position in the first text and its label; ``near``: its
-    index in ``shared``, None in cross-attention)."""
-    if {"animal", "street"} <= {word(label) for label in shared}:
-        return default_candidates(shared, near), ""
-    ia = [i for i, _ in pairs]
-    row = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, focus[0]).mean((0, 1))[ia]  # [shared keys]
-    special = [bool(ctx.key_special[i]) or i == 0 for i in ia]
-    picked = attended_candidates(row, shared, len(shared) if near is None else near, special, focus[1])
-    return (picked[:2], picked[2]) if picked else (default_candidates(shared, near), "")
+    return top

@@ -6,6 +6,14 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans.variants import (
+    MIB,
+    better_notes,
+    change_note,
+    groups_words,
+    share_table,
+    shown_heads,
+)
 from mha_viz.config import Config
 from mha_viz.figures import line_chart
 from mha_viz.figures.variants import before_after, cache_curve, energy_figure
@@ -17,7 +25,6 @@ from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, needs_pretrained
 from mha_viz.ui.memo import sized_cache
 
-MIB = 2**20
 MOST_CHANGED = 4  # heads shown before and after at first (the most changed; 8 panels, not 24: ~0.3 s less to draw)
 
 
@@ -116,38 +123,41 @@ def _share(ctx: Ctx) -> None:
     config = ctx.config
     args = (config.model_name, config.model_device, ctx.c.text, ctx.target, ctx.part)
     found = get_study(*args)
-    n_layers = found.n_layers
     c1, c2 = st.columns(2)
     grouping = c1.radio("Grouping", list(variants.GROUPINGS), format_func=variants.GROUPINGS.get, key="var_grouping",
                         horizontal=True)  # fmt: skip
     g = c2.selectbox("K/V heads per layer (g)", counts[1:], key="var_g", help="every g that divides the model's own")
     point = next(p for p in found.points if (p.grouping, p.kv_heads) == (grouping, g))
-    groups = point.groups[ctx.layer]
     st.markdown(
         f"**{ctx.where}, every layer converted to {g} K/V heads ({grouping}).** Groups of K/V heads here: "
-        + ", ".join("{" + ", ".join(map(str, gr)) + "}" for gr in groups)
-        + (f" (query head h reads K/V head h // {H // kvh})." if kvh != H else ".")
+        + groups_words(point.groups[ctx.layer], H, kvh)
     )
+    _before_after(ctx, args, point.groups, grouping)
+    _whole_model(ctx, found, kvh)
+
+
+def _before_after(ctx: Ctx, args: tuple, groups: tuple, grouping: str) -> None:
+    """The opened layer's heads before and after the conversion (the most changed first), and how much they changed."""
     before = get_patterns(*args, ctx.layer, ())
-    after = get_patterns(*args, ctx.layer, point.groups, grouping)
+    after = get_patterns(*args, ctx.layer, groups, grouping)
     dist = variants.head_change(before, after)
     tokens, keys = ctx.base.tokens.labels, ctx.base.key_tokens.labels
     every = len(dist) <= MOST_CHANGED or st.toggle(
         f"Show all {len(dist)} heads", value=False, key="var_every_head",
         help=f"off: the {MOST_CHANGED} heads whose patterns changed most, largest change first",
     )  # fmt: skip
-    shown = None if every else np.argsort(-dist, kind="stable")[:MOST_CHANGED]
+    shown = shown_heads(dist, every, MOST_CHANGED)
     plot(before_after(before, after, dist, tokens, keys, shown), "variants_heads", ctx.c.image_format)
-    which = "" if every else f"The {MOST_CHANGED} of {len(dist)} heads whose patterns changed most, largest first. "
-    st.caption(
-        f"{which}JS = the mean Jensen-Shannon distance over query rows between a head's pattern before and after (0: "
-        f"unchanged, 1: disjoint). Largest: head {int(dist.argmax())} ({dist.max():.3f}); mean {dist.mean():.3f}."
-    )
+    st.caption(change_note(dist, every, MOST_CHANGED))
 
+
+def _whole_model(ctx: Ctx, found: variants.Study, kvh: int) -> None:
+    """Every g, the whole model converted: the output change against the KV cache, its table and download."""
+    lm = model_of(ctx.config)
     measure = importance.measure_name(lm)
     st.markdown(
         f"**The whole model** (every layer converted) for every g: the output change ({measure}) against the "
-        f"key/value cache = **{variants.CACHE_FORMULA}**, here 2 · {n_layers} · g · {found.d_head} · tokens · 4."
+        f"key/value cache = **{variants.CACHE_FORMULA}**, here 2 · {found.n_layers} · g · {found.d_head} · tokens · 4."
     )
     long_ctx = st.toggle(f"Cache at {variants.LONG_CONTEXT:,} tokens", value=False, key="var_long",
                          help="off: the cache over this text's tokens")  # fmt: skip
@@ -164,28 +174,10 @@ def _share(ctx: Ctx) -> None:
         curves, (own.kv_heads, mib(own)), importance.measure_short(lm), title, f"KV cache (MiB, {tokens_said})"
     )
     plot(fig, "variants_curve", ctx.c.image_format)
-    rows = []
-    for p in found.points:
-        rows.append([p.grouping, p.kv_heads, f"{p.kv_cache_bytes:.6g}", f"{p.change:.6g}"])
-    table = [
-        {"K/V heads": m.kv_heads, "cache (this text)": f"{m.kv_cache_bytes / 1024:,.1f} KiB",
-         f"cache ({variants.LONG_CONTEXT:,} tokens)": f"{m.long_cache_bytes / MIB:,.0f} MiB",
-         "saved": f"{1 - m.kv_heads / kvh:.0%}", "change, mean-pooled": f"{m.change:.4g}",
-         **{f"change, {gr}": next((f"{a.change:.4g}" for a in found.curve(gr) if a.kv_heads == m.kv_heads), "")
-            for gr in ("aligned", "orthogonal")}}
-        for m in found.curve("mean")
-    ]  # fmt: skip
-    st.dataframe(table, hide_index=True)
-    for gr in ("aligned", "orthogonal"):
-        better = [m.kv_heads for m in found.curve("mean")[1:] for a in found.curve(gr)
-                  if a.kv_heads == m.kv_heads and a.change < m.change]  # fmt: skip
-        st.caption(
-            f"{gr.capitalize()} grouping changes the output less than consecutive mean-pooling at g = "
-            f"{', '.join(map(str, better))}."
-            if better
-            else f"{gr.capitalize()} grouping does not change the output less than consecutive mean-pooling at any g "
-            "on this text."
-        )
+    st.dataframe(share_table(found, kvh, variants.LONG_CONTEXT), hide_index=True)
+    for note in better_notes(found):
+        st.caption(note)
+    rows = [[p.grouping, p.kv_heads, f"{p.kv_cache_bytes:.6g}", f"{p.change:.6g}"] for p in found.points]
     downloads("variants", csv_data=csv_bytes(["grouping", "kv_heads", "kv_cache_bytes", "change"], rows))
 
 

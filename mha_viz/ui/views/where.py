@@ -15,7 +15,7 @@ from mha_viz.ui.choices import forget, map_click, valid_choice
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import url_value
-from mha_viz.ui.opened import open_head, set_linked
+from mha_viz.ui.opened import open_head, set_linked, why_link
 from mha_viz.ui.sidebar import plain
 from mha_viz.ui.window import row_window
 
@@ -143,10 +143,11 @@ def _shown_head(ctx: Ctx, weights: np.ndarray, q: int, k: int) -> None:
     L, H = weights.shape
     labels, key_labels = ctx.base.tokens.labels, ctx.base.key_tokens.labels
     n, nk = len(labels), len(key_labels)
-    a, b, c = st.columns([2, 2, 1], vertical_alignment="bottom")
+    a, b, c, d = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
     la = int(a.selectbox("Shown layer", list(range(L)), key="where_layer", bind="query-params"))
     he = int(b.selectbox("Shown head", list(range(H)), key="where_head", bind="query-params"))
     c.button("Open in Heads", key="where_open", on_click=open_head, args=(la, he), help="the Heads tab on this head")
+    why_link(d, "where_why", la, he, labels[q], key_labels[k])
     p = shown_pattern(ctx.trace(la, x=False), ctx.measure)[he]  # [n_q, n_k]
     w = float(p[q, k])
     rows = row_window(n, WHERE_ROWS, "where_rows", "the shown head", q) if n > WHERE_FROM else slice(0, n)

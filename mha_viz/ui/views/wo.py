@@ -7,14 +7,16 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.patterns import contribution_norms, output_change
+from mha_viz.analysis.plans.wo import meaning, wo_plan
 from mha_viz.config import MAX_SEED
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
+from mha_viz.trace import AttentionTrace
 from mha_viz.ui.choices import valid_choice, valid_choices
+from mha_viz.ui.claims import show_identity_claim, wo_words
 from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import check_float, check_int
 from mha_viz.ui.timing import timed_fragment
-from mha_viz.ui.views.lesson import show_identity_claim, wo_words
 
 WO_MODES = {
     "identity": "identity (plain concat)",
@@ -69,27 +71,6 @@ def _intro(ctx: Ctx) -> str:
     )
 
 
-def _in_use(edits: dict, own: str) -> str:
-    """The W^O the what-if uses, in words (``own``: how the layer's own W^O came to be)."""
-    if edits.get("wo") == "identity":
-        return "identity (the heads only concatenated)"
-    if edits.get("wo") == "random":
-        return f"random orthogonal, seed {edits['wo_seed']}"
-    if "ablate" in edits:
-        heads = ", ".join(str(i) for i in edits["ablate"])
-        return f"{own}, head{'s' if len(edits['ablate']) > 1 else ''} {heads} zeroed" if heads else f"{own}, as is"
-    (head, factor), *_ = edits["head_scale"]
-    return f"{own}, head {head} × {factor:g}"
-
-
-MEANING = {
-    "identity": "how much W^O's mixing of the heads changes each token's output",
-    "random": "what this layer's own W^O adds over an arbitrary rotation of the concatenated heads",
-    "ablate": "how much each token's output depends on the zeroed heads",
-    "scale": "how much each token's output moves when one head is turned up or down",
-}
-
-
 def wo_view(ctx: Ctx) -> None:
     base = ctx.trace(x=False)
     st.markdown(_intro(ctx))
@@ -104,23 +85,15 @@ def _what_if(ctx: Ctx) -> None:
     """W^O swapped for another and the output compared: a fragment, so a change of the variant (mode, seed, heads,
     factor) reruns only this part."""
     base = ctx.trace(x=False)
-    h = base.n_heads
-    own = "learned" if not ctx.base.own else "from your file" if ctx.config.weights_file else "initialised, not learned"
-    cosine = "cosine to the output with the " + ("learned" if not ctx.base.own else "original") + " W^O"
-    edits = _wo_edits(h)
+    edits = _wo_edits(base.n_heads)
     t = ctx.trace(x=False, **edits)
-    bands = "head" if base.routing is None else "head of each expert (each token uses those of its chosen experts)"
-    size = f"[{base.W_O.shape[0] * base.W_O.shape[1]} × {base.W_O.shape[2]}]"
+    plan = wo_plan(ctx.where, ctx.base.own, bool(ctx.config.weights_file), edits, tuple(base.W_O.shape),
+                   base.routing is not None)  # fmt: skip
     notes = []
-    for col, w, title, key in zip(
-        st.columns(2),
-        (base.W_O, t.W_O),
-        (f"W^O of {ctx.where} ({own})", f"W^O in use: {_in_use(edits, own)}"),
-        ("wo_matrix", "wo_in_use"),
-        strict=True,
-    ):
+    for col, w, title, key in zip(st.columns(2), (base.W_O, t.W_O), plan.titles, ("wo_matrix", "wo_in_use"),
+                                  strict=True):  # fmt: skip
         with col:
-            fig, note = cached_wo_figure(w.numpy(), f"{title}   {size}, one band per {bands}", TITLE_CHARS)
+            fig, note = cached_wo_figure(w.numpy(), title, TITLE_CHARS)
             plot(fig, key, ctx.c.image_format)
             notes.append(note)
     for note in dict.fromkeys(n for n in notes if n):
@@ -130,15 +103,17 @@ def _what_if(ctx: Ctx) -> None:
     fig = cached_figure(
         "token_bars",
         labels,
-        {"relative change |Δ| / |output|": change["relative"], cosine: change["cosine"]},
+        {"relative change |Δ| / |output|": change["relative"], plan.cosine: change["cosine"]},
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
     plot(fig, "wo_change", ctx.c.image_format)
-    mode = st.session_state.get("wo_mode", "identity")
-    st.caption(
-        f"What the change means: {MEANING.get(mode, MEANING['identity'])}. Relative change 0: the same output; "
-        "1: a change as large as the output itself. Cosine 1: the same direction; 0: unrelated; −1: reversed."
-    )
+    st.caption(meaning(st.session_state.get("wo_mode", "identity")))
+    _contributions(ctx, base, t, change)
+
+
+def _contributions(ctx: Ctx, base: AttentionTrace, t: AttentionTrace, change: dict[str, np.ndarray]) -> None:
+    """Each head's contribution after the W^O in use, per token, and the download."""
+    labels, h = t.tokens, base.n_heads
     routed = t.routing is not None  # W^O chosen per token: each head through its token's expert, gated
     norms = t.head_out.norm(dim=-1).numpy() if routed else contribution_norms(t.z.numpy(), t.W_O.numpy())  # [h, n]
     fig = cached_figure(

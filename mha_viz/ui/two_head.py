@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from mha_viz.analysis.moves import switches
 from mha_viz.analysis.patterns import focus_shift
+from mha_viz.analysis.plans.two_sentences import verdict as plan_verdict
 from mha_viz.analysis.referents import shared_weights
 from mha_viz.config import WINDOW_ROWS
 from mha_viz.figures import matrix_heatmap, paired_bars
@@ -17,6 +17,7 @@ from mha_viz.ui.cache import get_trace
 from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.opened import why_link
 from mha_viz.ui.sidebar import plain
 
 FULL_WIDTH = 820  # px: the main column at a 1280 px page (long texts' patterns use all of it)
@@ -31,22 +32,9 @@ def _listing(words: list[str], most: int = 12) -> str:
 
 
 def verdict(r: dict[str, np.ndarray], f: str, n1: str, n2: str) -> None:
-    """Whether any head really switches the focus token from referent 1 to referent 2 (analysis.moves.switches),
-    and if none does, the head where referent 2 gained most and where that head's weight went instead."""
-    a, b = r["dest_a"], r["dest_b"]
-    found = np.argwhere(switches(a, b))
-    if len(found):
-        heads = ", ".join(f"layer {la}, head {he}" for la, he in found[:5]) + (" …" if len(found) > 5 else "")
-        st.success(f"{len(found)} head(s) switch “{f}” from “{n1}” to “{n2}”: {heads}.")
-        return
-    la, he = np.unravel_index(int(np.argmax(b[..., 1] - a[..., 1])), b.shape[:2])
-    x, y = a[la, he], b[la, he]
-    where = max(((y[2], "the sinks"), (y[3], "the other words"), (y[0], f"“{n1}”")))
-    st.info(
-        f"No head really switches “{f}” from “{n1}” to “{n2}”: in none does “{n2}” get more of its weight in the "
-        f"second sentence than “{n1}”, the sinks together and the other words together. “{n2}” gains most in layer "
-        f"{la}, head {he} ({x[1]:.2f} → {y[1]:.2f}), where most of the weight goes to {where[1]} ({where[0]:.2f})."
-    )
+    """Whether any head really switches the focus token from referent 1 to referent 2 (plans.two_sentences.verdict)."""
+    switched, sentence = plan_verdict(r, f, n1, n2)
+    (st.success if switched else st.info)(sentence)
 
 
 def shown_head(
@@ -76,7 +64,8 @@ def shown_head(
     ia, ib = np.asarray([i for i, _ in pairs]), np.asarray([j for _, j in pairs])
     wa, mass_a = shared_weights(pa[la, he, 0], ia)  # [m], []
     wb, mass_b = shared_weights(pb[la, he, 0], ib)
-    (queries_a, queries_b), (labels_a, labels_b) = sides
+    _, (labels_a, labels_b) = sides
+    why_link(st, "two_why", la, he, sides[0][0][qa], *(labels_a[int(i)] for i in r["keys"]))  # referent 1 against 2
     keys = [labels_a[i] for i in ia]
     names = ("first sentence", "second sentence")
     c1, c2 = (plain(labels_a[int(i)]) for i in r["keys"])
@@ -95,6 +84,18 @@ def shown_head(
             f"went to the words only one sentence has ({only_a} | {only_b})."
         )
     )
+    _patterns(ctx, (la, he), (qa, qb), focus, text_b, sides)
+    _change(ctx, pa, pb, pairs, focus, r)
+
+
+def _patterns(
+    ctx: Ctx, shown: tuple[int, int], q: tuple[int, int], focus: str, text_b: str,
+    sides: tuple[tuple[Sequence[str], Sequence[str]], tuple[Sequence[str], Sequence[str]]],
+) -> None:  # fmt: skip
+    """The shown head's pattern in each sentence (beyond WINDOW_ROWS tokens, the rows around the focus token)."""
+    la, he = shown
+    qa, qb = q
+    (queries_a, queries_b), (labels_a, labels_b) = sides
     long = max(len(labels_a), len(labels_b), len(queries_a), len(queries_b)) > WINDOW_ROWS
     if long:
         st.caption(
@@ -114,6 +115,12 @@ def shown_head(
             fig = matrix_heatmap(p[rows], labels, qlabels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
                                  value_name="weight", attention=True, width=FULL_WIDTH if long else 520)  # fmt: skip
             plot(fig, key, ctx.c.image_format)
+
+
+def _change(ctx: Ctx, pa: np.ndarray, pb: np.ndarray, pairs: list[tuple[int, int]], focus: str,
+            r: dict[str, np.ndarray]) -> None:  # fmt: skip
+    """How much the focus row changes at all (total variation), per head, and the download of every measure."""
+    L, H = pa.shape[:2]
     change = np.stack([focus_shift(pa[x], pb[x], 0, 0, pairs)["change"] for x in range(L)])  # [L, H]
     with st.expander("Another measure: how much the focus row changes at all (total variation)"):
         st.caption(

@@ -1,0 +1,141 @@
+"""SmolLM2's whole window in tiles: memory and time of a long recording against the model's own pass (issue 38 §2).
+
+Run:  python benchmarks/bench_long_tiles.py [--tokens 8192 2048] [--layer 9]
+Each step runs in a fresh process (its own peak memory): for each length,
+  floor        the model's own forward pass with SDPA (no attention weights), the last position's logits only;
+  record       mha-viz's whole recording (pipeline.road.record: every layer tiled, statistics, self-check, tiles);
+  floor_layer  the SDPA pass up to the shown layer (stopped after its attention);
+  first        the first view's recording (road.record_layer: the pass up to the shown layer, that layer recorded).
+Printed: seconds (wall, and the process's CPU seconds: the fairer figure on a shared machine), peak RSS of the
+process (the model included) and the peak above the loaded model (sampled every 10 ms), and the ratios record / floor
+(target <= 1.25), first / floor_layer (<= 1.25), record's peak (<= 2.5 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+STEPS = ("floor", "record", "floor_layer", "first")
+WORDS = ("animal", "street", "river", "teacher", "garden", "engine", "letter", "window", "market", "doctor")
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+class Peak:
+    """The highest RSS seen while the block runs (sampled every 10 ms)."""
+
+    def __enter__(self) -> Peak:
+        self.base, self.peak, self._on = rss(), rss(), True
+        self._t = threading.Thread(target=self._watch, daemon=True)
+        self._t.start()
+        return self
+
+    def _watch(self) -> None:
+        while self._on:
+            self.peak = max(self.peak, rss())
+            time.sleep(0.01)
+
+    def __exit__(self, *exc: object) -> None:
+        self._on = False
+        self._t.join()
+        self.peak = max(self.peak, rss())
+
+
+def long_text(tokenizer: object, n: int) -> str:
+    body = " ".join(f"In story {i} the {WORDS[i % 10]} did not cross the {WORDS[(3 * i + 1) % 10]} because it was "
+                    f"too {('tired', 'wide', 'late', 'busy')[(i * 7) % 4]}." for i in range(n // 8))  # fmt: skip
+    ids = tokenizer(body, add_special_tokens=False)["input_ids"][:n]
+    return tokenizer.decode(ids)
+
+
+class Stop(Exception):
+    pass
+
+
+def one(step: str, n: int, layer: int) -> dict:
+    import torch
+
+    from mha_viz.config import Config
+    from mha_viz.models.sources import smollm2_dir
+    from mha_viz.pipeline import road
+
+    torch.set_grad_enabled(False)
+    if step.startswith("floor"):
+        import transformers
+
+        model = transformers.AutoModelForCausalLM.from_pretrained(smollm2_dir(), attn_implementation="sdpa").eval()
+        tok = transformers.AutoTokenizer.from_pretrained(smollm2_dir())
+        ids = torch.tensor([tok(long_text(tok, n))["input_ids"]])
+        if step == "floor_layer":
+            attn = model.model.layers[layer].self_attn
+
+            def stop(*_: object) -> None:
+                raise Stop
+
+            attn.register_forward_hook(stop)
+        with Peak() as p:
+            t0, c0 = time.perf_counter(), time.process_time()
+            with contextlib.suppress(Stop):
+                model(input_ids=ids, use_cache=False, logits_to_keep=1)
+            took, cpu = time.perf_counter() - t0, time.process_time() - c0
+    else:
+        lm = road.load(Config(model="smollm2"))
+        text = long_text(lm.tokenizer, n)
+        with Peak() as p:
+            t0, c0 = time.perf_counter(), time.process_time()
+            if step == "record":
+                rec = road.record(lm, text, tile_cells=256)
+                worst = max(c.delta for c in rec.run.calls.values())
+            else:
+                rec = road.record_layer(lm, text, None, layer)
+                worst = rec.run.calls[("decoder", layer)].delta
+            took, cpu = time.perf_counter() - t0, time.process_time() - c0
+        n = len(rec.tokens.ids)
+    return {"step": step, "n": int(ids.shape[1]) if step.startswith("floor") else n, "s": took, "cpu_s": cpu,
+            "peak_gb": p.peak / 1e9, "above_gb": (p.peak - p.base) / 1e9,
+            **({} if step.startswith("floor") else {"delta": worst})}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, nargs="+", default=[8192, 2048])
+    ap.add_argument("--layer", type=int, default=9)
+    ap.add_argument("--one", default="")
+    ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=STEPS, help="the steps to run (default: all)")
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.tokens[0], args.layer)))
+        return
+    for n in args.tokens:
+        got = {}
+        for step in args.steps:
+            cmd = [sys.executable, __file__, "--one", step, "--tokens", str(n), "--layer", str(args.layer)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            got[step] = json.loads(out)
+            print(json.dumps(got[step]), flush=True)
+        if set(got) != set(STEPS):
+            continue
+        rec, first = got["record"], got["first"]
+        print(f"{n} tokens: record {rec['s']:.1f} s vs SDPA pass {got['floor']['s']:.1f} s: ratio "
+              f"{rec['s'] / got['floor']['s']:.2f} (target <= 1.25); first view {first['s']:.1f} s vs pass to layer "
+              f"{args.layer} {got['floor_layer']['s']:.1f} s: ratio {first['s'] / got['floor_layer']['s']:.2f} "
+              f"(target <= 1.25); CPU-second ratios {rec['cpu_s'] / got['floor']['cpu_s']:.2f} and "
+              f"{first['cpu_s'] / got['floor_layer']['cpu_s']:.2f}; record peak {rec['peak_gb']:.2f} GB "
+              f"({rec['above_gb']:.2f} GB above the loaded "
+              f"model; SDPA pass peak {got['floor']['peak_gb']:.2f} GB; target <= 2.5 GB); self-check "
+              f"max |diff| {rec['delta']:.1e}", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The KV cache view (ui/views/kv_cache.py) in a real AppTest on the bundled SmolLM2: the strips are the policy's
+masks, the lost-mass map and the numbers are the study's, a budget change only redraws the masks (no new prefill),
+the curve has every chosen policy and the sharing point with the chosen point marked; MiniLM is refused in words."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_viz.analysis import kv_policies as kvp
+from mha_viz.models.load import load_model
+from mha_viz.studies import kv_lens
+
+TEXT = "Alice gave the key to Bob because Bob had lost his own key. Later Bob opened the door with the key"
+
+
+def test_kv_view_on_smollm2() -> None:
+    from apptest_helpers import array, assert_clean, new_app, specs
+
+    at = new_app(src="SmolLM2-135M (bundled)", view="KV cache", text=TEXT).run(timeout=900)
+    assert_clean(at)
+    lm = load_model("smollm2")
+    pre = kv_lens.prefill(lm, TEXT)
+    strips, lost = specs(at)[:2]
+    keep = kvp.keep_mask("snapkv", pre.stats, 0.25)  # the defaults: SnapKV at 25 %
+    np.testing.assert_array_equal(array(strips["data"][0]["z"]), keep.reshape(90, -1).astype(np.float32))
+    np.testing.assert_allclose(array(lost["data"][0]["z"]), kv_lens.lost_mass(pre, keep), atol=1e-6)
+    want = kv_lens.evaluate(lm, pre, "snapkv", 0.25)
+    assert f"{want.loss_change:+.4f} nats" in [m.value for m in at.metric]
+    at.select_slider(key="kv_budget").set_value(1.0)
+    at.run(timeout=600)
+    assert_clean(at)
+    assert array(specs(at)[0]["data"][0]["z"]).min() == 1.0  # everything kept
+    assert "+0.0000 nats" in [m.value for m in at.metric]
+    at.select_slider(key="kv_budget").set_value(0.25)
+    at.multiselect(key="kv_curve_policies").set_value(["streaming", "h2o"])
+    at.toggle(key="kv_curve_on").set_value(True)
+    at.run(timeout=900)
+    assert_clean(at)
+    curve = specs(at)[-1]
+    names = [t["name"] for t in curve["data"]]
+    assert names[:2] == [kvp.POLICY_NAMES["streaming"], kvp.POLICY_NAMES["h2o"]]
+    assert any("Variants" in n for n in names) and names[-1].startswith("chosen: ")
+    h2o = kv_lens.evaluate(lm, pre, "h2o", 0.5)
+    assert abs(array(curve["data"][1]["y"])[2] - h2o.loss_change) < 1e-5  # KV_BUDGETS[2] = 50 %
+    assert "from least to most loss" in " ".join(c.value for c in at.caption)
+
+
+def test_kv_view_refuses_an_encoder_in_words() -> None:
+    from apptest_helpers import new_app
+
+    at = new_app(view="KV cache", text=TEXT).run(timeout=600)
+    assert not at.exception
+    assert any("causal language model" in e.value for e in at.error)
