@@ -27,7 +27,6 @@ from mha_viz.config import Config
 from mha_viz.pipeline.road import load
 from mha_viz.studies import kv_lens
 
-SEED = Path("/work/shared/seeds/002_7710fdb2e4489d58.txt")
 CORPUS = Path(__file__).resolve().parents[1] / "mha_viz" / "studies" / "corpus_examples.txt"
 TARGET_S = 1.0
 
@@ -92,7 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=4096, help="the budget-change timing's text length")
     ap.add_argument("--curve-tokens", type=int, default=3000, help="the curve's text length (0: no curve)")
-    ap.add_argument("--text-file", type=Path, default=SEED if SEED.exists() else CORPUS)
+    ap.add_argument("--text-file", type=Path, default=CORPUS, help="a UTF-8 text of at least --tokens tokens (default: the corpus examples)")
     ap.add_argument("--restore", action="store_true", help="also the per-head map of the worst policy at 25 %%")
     args = ap.parse_args()
     print(f"torch threads: {torch.get_num_threads()}; text: {args.text_file}")

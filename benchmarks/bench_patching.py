@@ -11,15 +11,14 @@ Pairs: MiniLM the tired/wide pair (cosine difference of "it" to "animal" and "st
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import median_time
 
 from mha_viz.config import Config
 from mha_viz.models.run import run_model
@@ -30,15 +29,6 @@ from mha_viz.studies.attribution_patching import attribution
 
 TIRED = "The animal didn't cross the street because it was too tired"
 PAIRS = {"minilm": ("", TIRED, TIRED.replace("tired", "wide")), "smollm2": ("smollm2", *pt.IOI)}
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    out, value = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        value = fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out), value
 
 
 def main() -> None:
@@ -53,12 +43,12 @@ def main() -> None:
         name, clean, corrupt = PAIRS[key]
         lm = load(Config(model=name))
         pair = pt.prepare(lm, clean, corrupt)
-        one, _ = timed(lambda lm=lm, pair=pair: run_model(lm, pair.corrupt_ids, record=False), 5)
+        one, _ = median_time(lambda lm=lm, pair=pair: run_model(lm, pair.corrupt_ids, record=False), 5)
 
         def scan(lm=lm, clean=clean, corrupt=corrupt):
             return pt.patch_heads(pt.prepare(lm, clean, corrupt), args.what)
 
-        took, patched = timed(scan, args.repeats)
+        took, patched = median_time(scan, args.repeats)
         n = patched.size
         size = pt.batch_size(lm, pair.corrupt_ids.shape[1])
         print(
@@ -66,7 +56,7 @@ def main() -> None:
             f"{took:.2f} s; one unpatched pass {one * 1e3:.1f} ms; scan / one pass = {took / one:.1f} "
             f"({took / (n * one):.2f} per head)"
         )
-        took_a, est = timed(lambda pair=pair: attribution(pair, args.what), args.repeats)
+        took_a, est = median_time(lambda pair=pair: attribution(pair, args.what), args.repeats)
         r = float(np.corrcoef(est.ravel(), patched.ravel())[0, 1])
         print(
             f"{key}: attribution patching {took_a:.3f} s on the prepared pair (the clean and corrupted recordings "
@@ -76,7 +66,7 @@ def main() -> None:
         if args.unbatched:
             old, estimates.MAX_PATCH_BATCH = estimates.MAX_PATCH_BATCH, 1
             try:
-                slow, _ = timed(scan, 1)
+                slow, _ = median_time(scan, 1)
             finally:
                 estimates.MAX_PATCH_BATCH = old
             print(f"{key}: one patched run per pass: {slow:.2f} s; scan / one pass = {slow / one:.1f}")

@@ -11,14 +11,13 @@ to the plain pass; and the recorded sources' bytes (only the three tokens are ke
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import median_time
 
 from mha_viz.analysis.referents import word
 from mha_viz.config import Config
@@ -37,15 +36,6 @@ LONG = (
     + SEED
 )
 CASES = {"minilm": ("", SEED, 3, 1, 1.0), "smollm2": ("smollm2", LONG, 29, 3, 3.0)}  # model, text, layer, head, s
-
-
-def timed(fn, repeats: int) -> tuple[float, object]:
-    out, value = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        value = fn()
-        out.append(time.perf_counter() - t)
-    return statistics.median(out), value
 
 
 def main() -> None:
@@ -67,7 +57,7 @@ def bench(key: str, repeats: int) -> None:
     j, jv = labels.index("animal"), labels.index("street")
     ids = torch.tensor([tokens.ids])
     part = lm.parts[0]
-    one, _ = timed(lambda: run(lm, ids, record=False), repeats)
+    one, _ = median_time(lambda: run(lm, ids, record=False), repeats)
     positions = tuple(sorted({i, j, jv}))
 
     def recorded():
@@ -75,9 +65,9 @@ def bench(key: str, repeats: int) -> None:
             call = run(lm, ids, only=(part, layer), extras=False).calls[(part, layer)]
         return rec, call
 
-    took_rec, (rec, call) = timed(recorded, repeats)
-    took_split, sd = timed(lambda: sides(lm, part, layer, head, rec, call), repeats)
-    took_all, w = timed(lambda: why_at(lm, tokens, layer, head, i, j, jv), repeats)
+    took_rec, (rec, call) = median_time(recorded, repeats)
+    took_split, sd = median_time(lambda: sides(lm, part, layer, head, rec, call), repeats)
+    took_all, w = median_time(lambda: why_at(lm, tokens, layer, head, i, j, jv), repeats)
     kept = sum(t.numel() * t.element_size() for d in (rec.h_in, rec.x, rec.o_in, rec.o_out) for t in d.values())
     kept += sum(o.numel() * o.element_size() for s in rec.subs.values() for _, o in s.values())
     print(

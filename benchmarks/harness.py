@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -256,3 +257,13 @@ def open_tab(page, name: str) -> None:
         if tab.get_attribute("aria-selected") == "true":
             return
     tab.click()
+
+
+def median_time(fn, repeats: int) -> tuple[float, object]:
+    """The median wall time of ``repeats`` calls of ``fn`` (seconds), and the last call's value."""
+    out, value = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        value = fn()
+        out.append(time.perf_counter() - t)
+    return statistics.median(out), value

@@ -91,6 +91,14 @@ def tiny_causal_lm(tmp_path_factory, model_type: str, config: dict, edit=None):
     return folder
 
 
+def tiny_model(model_type: str):
+    """A tiny random-weight model of ``model_type`` (tests/zoo.py) with the tiny tokenizer, prepared for mha_viz."""
+    from mha_viz.models.load import prepare
+    from zoo import build
+
+    return prepare(build(model_type), _tiny_tokenizer(), f"tiny-{model_type}")
+
+
 def _tiny_tokenizer():
     """A byte-level BPE tokenizer trained on a few sentences (offline), usable with any tiny model."""
     import transformers as tf

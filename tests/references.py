@@ -4,6 +4,8 @@ whole pattern (independent of the app's cache)."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -53,3 +55,25 @@ def found_head(model: str) -> tuple[int, int, float]:
     assert pair is not None
     patterns = np.stack([t.pattern.numpy() for t in found])  # [L, H, n, n]
     return specific_head(patterns, *pair)[:3]
+
+
+def kv_names(site) -> tuple[str, str]:
+    """The key and the value projection (rotary models: the key's before its rotation)."""
+    return (site.qkv[1], site.qkv[2]) if site.qkv else (site.pre_rotary[1], site.v)
+
+
+def kv_pooled_copy(lm: LoadedModel, part: str, groups: tuple[tuple[int, ...], ...]) -> torch.nn.Module:
+    """A deep copy of ``lm.model`` whose K and V projections' rows (weights and biases) are their group's mean in
+    every layer of ``part``: the GQA conversion written as a weight edit (Ainslie et al.), nothing of mha_viz's
+    capture (plain layers: BERT's key/value; LLaMA's k_proj/v_proj). The shared model is not touched."""
+    model = copy.deepcopy(lm.model)
+    for site in (s for s in lm.sites if s.part == part):
+        for name in kv_names(site):
+            lin = model.get_submodule(name)  # nn.Linear weight [n_kv * d_head, d_model]
+            dh = lin.weight.shape[0] // lm.n_kv_heads
+            with torch.no_grad():
+                for params in (p for p in (lin.weight, lin.bias) if p is not None):
+                    rows = params.view(lm.n_kv_heads, dh, *params.shape[1:])  # [n_kv, d_head, (d_model)]
+                    for g in groups:
+                        rows[list(g)] = rows[list(g)].mean(0, keepdim=True)
+    return model

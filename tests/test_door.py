@@ -9,10 +9,10 @@ import copy
 
 import pytest
 import torch
+from references import kv_pooled_copy
 
-from conftest import _tiny_tokenizer
+from conftest import tiny_model
 from mha_viz import pipeline
-from mha_viz.models.load import prepare
 from mha_viz.pipeline import Replace
 from mha_viz.studies import variants as va
 from mha_viz.trace import MhaVizError
@@ -22,9 +22,7 @@ TEXT = "The animal was tired because it ran"
 
 @pytest.fixture(scope="module", params=["bert", "llama"])
 def tiny(request):
-    from zoo import build
-
-    return prepare(build(request.param), _tiny_tokenizer(), f"tiny-{request.param}")
+    return tiny_model(request.param)
 
 
 def _ids(lm) -> torch.Tensor:
@@ -69,30 +67,13 @@ def test_gradients_refuse_a_bad_intervention(tiny) -> None:
         pipeline.gradients(tiny, _ids(tiny), _measure, [leaf], Replace(tiny.parts[0], 0, "x", leaf))
 
 
-def _pooled(lm, part: str, groups: tuple[tuple[int, ...], ...]):
-    """A deep copy whose K and V projections' rows (weights, biases) are their group's mean in every layer of
-    ``part``: the K/V sharing written as a weight edit (plain layers: BERT's key/value; LLaMA's k_proj/v_proj)."""
-    model = copy.deepcopy(lm.model)
-    for site in lm.sites:
-        names = (site.qkv[1], site.qkv[2]) if site.qkv else (site.pre_rotary[1], site.v)
-        for name in names:
-            lin = model.get_submodule(name)  # nn.Linear weight [n_kv * d_head, d_model]
-            dh = lin.weight.shape[0] // lm.n_kv_heads
-            with torch.no_grad():
-                for params in (p for p in (lin.weight, lin.bias) if p is not None):
-                    rows = params.view(lm.n_kv_heads, dh, *params.shape[1:])  # [n_kv, d_head, (d_model)]
-                    for g in groups:
-                        rows[list(g)] = rows[list(g)].mean(0, keepdim=True)
-    return model
-
-
 def test_converted_patterns_equal_the_edited_models_own_weights(tiny) -> None:
     """The Variants view's pattern with every layer pooled to one K/V head (MQA, through pipeline.run) equals the
     attention weights the weight-edited copy returns itself (output_attentions), and differs from the model's."""
     part, layer = tiny.parts[0], 1
     groups = va.consecutive_groups(tiny.n_kv_heads, 1)
     got = va.converted_patterns(tiny, TEXT, None, part, layer, "mean", (groups,) * tiny.n_layers(part))  # [h, q, k]
-    model = _pooled(tiny, part, groups)
+    model = kv_pooled_copy(tiny, part, groups)
     with torch.no_grad():
         want = model(input_ids=_ids(tiny), output_attentions=True).attentions[layer][0]  # [h, q, k]
     torch.testing.assert_close(torch.from_numpy(got), want.float(), atol=2e-5, rtol=1e-4)

@@ -10,9 +10,8 @@ import copy
 import pytest
 import torch
 
-from conftest import SENTENCE, _tiny_tokenizer
+from conftest import SENTENCE, tiny_model
 from mha_viz.models.capture import Recorder, mha_viz_attention, recording
-from mha_viz.models.load import prepare
 from mha_viz.pipeline import Ablate, HeadMask, KeyMask, Replace, Rotate, Route, ShareKV, plan_of, run
 from mha_viz.trace import MhaVizError
 
@@ -120,9 +119,7 @@ def test_key_mask_drops_keys_per_head_in_the_mask() -> None:
 
 @pytest.fixture(scope="module", params=["bert", "llama"])
 def tiny(request):
-    from zoo import build
-
-    return prepare(build(request.param), _tiny_tokenizer(), f"tiny-{request.param}")
+    return tiny_model(request.param)
 
 
 def test_key_mask_through_the_models_own_attention(tiny) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import _tiny_tokenizer, _zoo_dir
+from conftest import _zoo_dir, tiny_model
 from mha_viz import pipeline
 from mha_viz.cli.main import main
 from mha_viz.models.load import prepare
@@ -22,9 +22,7 @@ TEXT = "The animal was tired because it ran"
 
 @pytest.fixture(scope="module", params=["bert", "llama"])
 def tiny(request):
-    from zoo import build
-
-    return prepare(build(request.param), _tiny_tokenizer(), f"tiny-{request.param}")
+    return tiny_model(request.param)
 
 
 def _ids(lm) -> torch.Tensor:

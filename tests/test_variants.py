@@ -10,8 +10,9 @@ import csv
 import numpy as np
 import pytest
 import torch
+from references import kv_names, kv_pooled_copy
 
-from conftest import SENTENCE, _tiny_tokenizer, _zoo_dir
+from conftest import SENTENCE, _tiny_tokenizer, _zoo_dir, tiny_model
 from mha_viz.cli.main import main
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
@@ -23,9 +24,7 @@ TEXT = "The animal was tired"
 
 
 def _tiny(model_type: str):
-    from zoo import build
-
-    return prepare(build(model_type), _tiny_tokenizer(), f"tiny-{model_type}")
+    return tiny_model(model_type)
 
 
 @pytest.fixture(scope="module", params=["bert", "llama"])
@@ -33,26 +32,8 @@ def tiny(request):
     return _tiny(request.param)
 
 
-def _kv_names(site) -> tuple[str, str]:
-    """The key and the value projection (rotary models: the key's before its rotation)."""
-    return (site.qkv[1], site.qkv[2]) if site.qkv else (site.pre_rotary[1], site.v)
-
-
 def _edited(lm, part: str, groups: tuple[tuple[int, ...], ...]):
-    """A deep copy of the model whose K and V projections' rows (weights and biases) are replaced by their group's
-    mean in every layer: the GQA conversion written as a weight edit (Ainslie et al.), nothing of mha_viz's capture."""
-    model = copy.deepcopy(lm.model)
-    for site in lm.sites:
-        if site.part != part:
-            continue
-        for name in _kv_names(site):  # nn.Linear weight [n_kv * d_head, d_model]
-            lin = model.get_submodule(name)
-            dh = lin.weight.shape[0] // lm.n_kv_heads
-            with torch.no_grad():
-                for params in (p for p in (lin.weight, lin.bias) if p is not None):
-                    rows = params.view(lm.n_kv_heads, dh, *params.shape[1:])  # [n_kv, d_head, (d_model)]
-                    for g in groups:
-                        rows[list(g)] = rows[list(g)].mean(0, keepdim=True)
+    model = kv_pooled_copy(lm, part, groups)
     return prepare(model, lm.tokenizer, lm.name + "-edited")
 
 
@@ -64,7 +45,7 @@ def _run(lm, share=None):
 
 def test_mean_pooled_conversion_equals_a_direct_weight_edit(tiny) -> None:
     part = tiny.parts[0]
-    assert all(_kv_names(s) for s in tiny.sites)  # separate plain K and V projections to edit
+    assert all(kv_names(s) for s in tiny.sites)  # separate plain K and V projections to edit
     before = {k: v.clone() for k, v in tiny.model.state_dict().items()}
     counts = va.kv_counts(tiny.n_kv_heads)[1:]  # BERT: 2 and 1 of 4; the GQA LLaMA: 1 of 2
     assert counts
@@ -86,7 +67,7 @@ def test_one_layer_converted_equals_a_weight_edit_of_that_layer() -> None:
     groups = ((0, 1),)
     plan = {("decoder", 1): groups}  # one layer only
     model = copy.deepcopy(lm.model)
-    for name in _kv_names(lm.site("decoder", 1)):
+    for name in kv_names(lm.site("decoder", 1)):
         w = model.get_submodule(name).weight  # [n_kv * d_head, d_model]
         with torch.no_grad():
             w.copy_(w.view(2, -1, w.shape[1]).mean(0, keepdim=True).expand(2, -1, -1).reshape(w.shape))

@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from conftest import _tiny_tokenizer
+from conftest import _tiny_tokenizer, tiny_model
 from mha_viz.models.load import prepare
 from mha_viz.models.run import run_model
 from mha_viz.pipeline.door import run as door_run
@@ -20,9 +20,7 @@ TEXT = "The animal was tired because it ran all day"
 
 @pytest.fixture(scope="module", params=["bert", "llama"])
 def tiny(request):
-    from zoo import build
-
-    return prepare(build(request.param), _tiny_tokenizer(), f"tiny-{request.param}")
+    return tiny_model(request.param)
 
 
 def _ids(lm) -> torch.Tensor:

@@ -10,21 +10,20 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SENTENCE, _tiny_tokenizer
+from conftest import SENTENCE, tiny_model
 from mha_viz.analysis.why_plan import crop, csv_rows, default_keys, grouped, sentence, shown_terms, top_pairs
 from mha_viz.models.frozen_norm import freeze
-from mha_viz.models.load import load_model, prepare
+from mha_viz.models.load import load_model
 from mha_viz.models.tokens import tokenize
 from mha_viz.pipeline.door import run
 from mha_viz.studies.why import Why, why, why_at
 from mha_viz.trace import MhaVizError
-from zoo import build
 
 REL = 1e-4  # the tolerance: the table sums to the model's score within 1e-4 relative
 
 
 def _tiny(model_type: str):
-    return prepare(build(model_type), _tiny_tokenizer(), f"tiny-{model_type}")
+    return tiny_model(model_type)
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 
 from mha_viz.trace import MhaVizError
 
-if TYPE_CHECKING:
-    from mha_viz.models.load import LoadedModel
+
+class LoadedModel(Protocol):
+    """What check() reads of a loaded model (models.load.LoadedModel; a protocol, so this module imports nothing
+    of load.py, which imports capture.py, which imports this)."""
+
+    n_heads: int
+    n_kv_heads: int
+
+    def site(self, part: str | None, layer: int) -> Any: ...
+
 
 Tensor = torch.Tensor
 QKV = tuple[Tensor, Tensor, Tensor]
