@@ -24,6 +24,7 @@ from playwright.sync_api import Browser, expect
 
 from e2e.browser_helpers import EXCEPTION, first_chart, heatmaps
 from e2e.conftest import RENDER_TIMEOUT_MS, ROOT, VIEWPORT, _free_port, _stop, _tail, serve_app, wait_for_run
+from mha_viz.serve.ready import probe
 
 CONFIG = ROOT / "deploy" / "haproxy.cfg"
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -65,10 +66,24 @@ def proxy(replicas: list[str], config: Path = CONFIG) -> Iterator[str]:
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
+def wait_ready(url: str, timeout_s: float = 240) -> None:
+    """Until ``url``/ready says ok (the replica's preload has loaded the model): HAProxy counts a replica as up for
+    its first seconds, before its first check, so a browser sent in earlier lands on a replica the next check marks
+    down while it still loads (its page then never runs)."""
+    deadline = time.monotonic() + timeout_s
+    while not probe(url)[0]:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{url}/ready never said ok: {probe(url)[1]}")
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def proxied() -> Iterator[str]:
-    with serve_app({"MHA_VIZ_HOSTED": "1"}) as a, serve_app({"MHA_VIZ_HOSTED": "1"}) as b, proxy([a, b]) as url:
-        yield url
+    with serve_app({"MHA_VIZ_HOSTED": "1"}) as a, serve_app({"MHA_VIZ_HOSTED": "1"}) as b:
+        wait_ready(a)
+        wait_ready(b)
+        with proxy([a, b]) as url:
+            yield url
 
 
 def test_two_browsers_two_replicas_each_keeps_its_own(browser: Browser, proxied: str) -> None:
@@ -159,7 +174,10 @@ def test_two_clients_behind_the_proxy_have_their_own_caps(tmp_path: Path) -> Non
     env = {**app_env, "FORWARDED_ALLOW_IPS": PROXY_SOURCE, "MHA_VIZ_MAX_SESSIONS_PER_CLIENT": "2"}
     config = tmp_path / "haproxy.cfg"
     config.write_text(CONFIG.read_text().replace("backend apps\n", f"backend apps\n    source {PROXY_SOURCE}\n"))
-    with serve_app(env) as a, serve_app(env) as b, proxy([a, b], config) as url:
-        got_a, got_b, forged = run_async(_three_clients(url))
+    with serve_app(env) as a, serve_app(env) as b:
+        wait_ready(a)
+        wait_ready(b)
+        with proxy([a, b], config) as url:
+            got_a, got_b, forged = run_async(_three_clients(url))
     print(f"through the proxy: A {got_a} of 6 streams, B {got_b} of 6, A with a forged address {forged} of 4")
     assert (got_a, got_b, forged) == (4, 4, 0)
