@@ -45,9 +45,10 @@ def test_kv_view_on_smollm2() -> None:
     assert "from least to most loss" in " ".join(c.value for c in at.caption)
 
 
-def test_kv_view_refuses_an_encoder_in_words() -> None:
+def test_kv_view_says_an_encoder_is_not_for_it() -> None:
+    """MiniLM has no next-token head: the view says what it is for (st.info, as Next token), not an error."""
     from apptest_helpers import new_app
 
     at = new_app(view="KV cache", text=TEXT).run(timeout=600)
-    assert not at.exception
-    assert any("causal language model" in e.value for e in at.error)
+    assert not at.exception and not at.error
+    assert any("causal language models" in i.value for i in at.info)

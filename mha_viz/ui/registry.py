@@ -43,6 +43,16 @@ REGISTRY: tuple[View, ...] = (
     View("Lesson", "Learn", "lesson", "lesson_view"),
     View("Step by step", "Learn", "step_by_step", "step_view"),
     View("Masks", "Learn", "masks", "masks_view"),
+    View(
+        "Rollout",
+        "Learn",  # how attention composes across layers; Explain and What if hold six tabs each (tab strip at 1280 px)
+        "rollout",
+        "rollout_view",
+        SELF,
+        "multiplies the attention of a stack of layers (attention rollout); own weights are a single layer, whose "
+        "rollout would only be its own pattern averaged with the identity",
+    ),
+    View("Head count", "Learn", "head_count", "headcount_view"),  # the seeds' question: what changes with h
     View("Heads", "Look", "heads", "heads_view"),
     View("Lines", "Look", "lines", "lines_view"),
     View("Overview", "Look", "overview", "overview_view"),
@@ -71,16 +81,6 @@ REGISTRY: tuple[View, ...] = (
         "splits a pretrained model's head score by the earlier heads, MLPs and embeddings that wrote its query and "
         "key; own weights are one layer, with nothing before it",
     ),
-    View(
-        "Rollout",
-        "Explain",
-        "rollout",
-        "rollout_view",
-        SELF,
-        "multiplies the attention of a stack of layers (attention rollout); own weights are a single layer, whose "
-        "rollout would only be its own pattern averaged with the identity",
-    ),
-    View("Head count", "What if", "head_count", "headcount_view"),
     View("W^O", "What if", "wo", "wo_view"),
     View(
         "Ablation",

@@ -72,7 +72,12 @@ def kv_view(ctx: Ctx) -> None:
     if needs_pretrained(ctx, self_attention=False):
         return
     lm = model_of(ctx.config)
-    kv_lens.check_model(lm)
+    if not lm.causal_lm:  # a view for another kind of model: say so, as Next token does (not an error of the input)
+        st.info(
+            "This view is for decoders (causal language models with an LM head, such as SmolLM2): it compresses "
+            "their key/value cache and measures the next-token loss. Pick one in the sidebar."
+        )
+        return
     args = (ctx.config.model_name, ctx.config.model_device, ctx.c.text)
     pre = get_prefill(*args)
     _, H, P = pre.shape
