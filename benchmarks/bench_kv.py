@@ -91,7 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=4096, help="the budget-change timing's text length")
     ap.add_argument("--curve-tokens", type=int, default=3000, help="the curve's text length (0: no curve)")
-    ap.add_argument("--text-file", type=Path, default=CORPUS, help="a UTF-8 text of at least --tokens tokens (default: the corpus examples)")
+    ap.add_argument("--text-file", type=Path, default=CORPUS, help="a UTF-8 text of at least --tokens tokens")
     ap.add_argument("--restore", action="store_true", help="also the per-head map of the worst policy at 25 %%")
     args = ap.parse_args()
     print(f"torch threads: {torch.get_num_threads()}; text: {args.text_file}")
