@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up (once) and run the whole test suite: lint, then pytest. Extra arguments go to pytest.
-# --fast (first argument): lint, then only the unit and model tiers (tests/tiers.py), and print the wall time.
+# --fast (first argument): lint, then only the unit and model tiers (tests/tiers.py) over the cores (pytest-xdist),
+# and print the wall time.
 set -euo pipefail
 fast=0
 if [ "${1:-}" = "--fast" ]; then
@@ -16,7 +17,8 @@ export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 "$venv/bin/ruff" format --check .
 if [ "$fast" = 1 ]; then
   set +e
-  "$venv/bin/python" -m pytest -m "unit or model" "$@"
+  # one worker per core, at most 4 (each holds its own models); the whole suite below stays in one process
+  "$venv/bin/python" -m pytest -m "unit or model" -n auto --maxprocesses=4 "$@"
   code=$?
   set -e
   echo "fast tiers: $SECONDS s (lint, then pytest -m \"unit or model\")"
