@@ -40,7 +40,7 @@ def greedy(
         raise MhaVizError("the prompt needs at least two tokens")
     for step in interventions:
         step.check(lm)
-    parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
+    parts = lm.call_parts()
     plan = plan_of(interventions)
     ids = input_ids.to(lm.device)
     with torch.no_grad(), recording(Recorder(parts=parts, plan=plan, keep=False, tile_block=TILE_BLOCK_CELLS)):

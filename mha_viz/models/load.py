@@ -86,6 +86,10 @@ class LoadedModel:
             raise MhaVizError(f"layer {layer} does not exist; {self.name} has layers 0 to {n - 1}")
         return next(s for s in self.sites if s.part == p and s.layer == layer)
 
+    def call_parts(self) -> dict[int, str]:
+        """id of each attention module -> its part: how the capture (Recorder.parts) tells one call from another."""
+        return {id(self.model.get_submodule(s.name)): s.part for s in self.sites}
+
 
 def model_classes(model_type: str, encoder_decoder: bool) -> list:
     """The auto classes to try, most useful first: a head that gives next-token probabilities if any."""

@@ -71,7 +71,7 @@ def run_model(
     steps = list(interventions)
     for step in steps:
         step.check(lm)
-    parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
+    parts = lm.call_parts()
     rec = Recorder(parts=parts, plan=plan_of(steps), keep=record, extras=extras, tile_cells=tile_cells, only=only,
                    progress=progress, tile_block=tile_block, check_rows=TILE_CHECK_ROWS)  # fmt: skip
     dev = lm.device
@@ -162,7 +162,7 @@ def run_layer(
     if lm.encoder_decoder:
         raise MhaVizError(f"{lm.name} is an encoder-decoder model: record it whole (run_model)")
     lm.site(part, layer)
-    parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
+    parts = lm.call_parts()
     rec = Recorder(parts=parts, only=(part, layer), stop=True, progress=progress, tile_block=TILE_BLOCK_CELLS,
                    check_rows=TILE_CHECK_ROWS)  # fmt: skip
     with torch.no_grad(), recording(rec), contextlib.suppress(StopForward):

@@ -65,7 +65,7 @@ def gradients(
     state [b, pos, d_model] and returns a scalar []; each gradient is shaped like its tensor in ``wrt``."""
     for step in interventions:
         step.check(lm)
-    parts = {id(lm.model.get_submodule(s.name)): s.part for s in lm.sites}
+    parts = lm.call_parts()
     rec = Recorder(parts=parts, keep=False, plan=plan_of(interventions))
     kwargs = {"use_cache": False} if lm.causal_lm else {}
     with torch.enable_grad(), recording(rec):
