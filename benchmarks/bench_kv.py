@@ -1,7 +1,7 @@
 """The KV cache lens (issue 39): how long a budget change takes after the first run, against one forward pass in the
 same run, and the budget-versus-quality curve of every policy on SmolLM2 at a long text.
 
-Run:  python benchmarks/bench_kv.py [--tokens 4096] [--curve-tokens 3000] [--text-file F] [--restore]
+Run:  python benchmarks/bench_kv.py [--tokens 4096] [--curve-tokens 3000] [--text-file F] [--restore] [--device cuda]
 A budget change recomputes only the masks and the lost mass from the recorded prefill (what the view redraws before
 its one pass for the numbers); the floor is one plain forward pass of the same text (record=False). Target (issue 39
 §3): ≤ 1 s at 4,096 tokens. The curve: every policy at KV_BUDGETS and the K/V sharing point, then which policy loses
@@ -78,13 +78,16 @@ def the_curve(lm, tokens: int, path: Path, restore: bool) -> None:
     at25 = sorted((p for p in points if p.policy in kvp.POLICIES and p.budget == 0.25), key=lambda p: p.loss_change)
     for p in at25:
         print(f"  {p.policy}: most mass lost by {top_heads(p.lost, 3)}")
-    if restore and at25:
-        worst = at25[-1]
-        caused = kv_lens.restore_map(lm, pre, worst.keep)
+    for which, point in (("worst", at25[-1]), ("best", at25[0])) if restore and at25 else ():
+        t = time.perf_counter()
+        caused = kv_lens.restore_map(lm, pre, point.keep)  # [L, kv] nats
         print(
-            f"{worst.policy} at 25 %: the K/V heads whose evictions cause most loss: "
-            f"{top_heads(caused, 5, 'K/V head')}; sum {caused.sum():+.4f}, total {worst.loss_change:+.4f}"
+            f"{point.policy} ({which}) at 25 %: the K/V heads whose evictions cause most loss: "
+            f"{top_heads(caused, 5, 'K/V head')}; sum {caused.sum():+.4f}, total {point.loss_change:+.4f} "
+            f"({time.perf_counter() - t:.0f} s)"
         )
+        for layer in range(caused.shape[0]):
+            print(f"  layer {layer:>2}: " + " ".join(f"{c:+.4f}" for c in caused[layer]))
 
 
 def main() -> None:
@@ -92,10 +95,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=4096, help="the budget-change timing's text length")
     ap.add_argument("--curve-tokens", type=int, default=3000, help="the curve's text length (0: no curve)")
     ap.add_argument("--text-file", type=Path, default=CORPUS, help="a UTF-8 text of at least --tokens tokens")
-    ap.add_argument("--restore", action="store_true", help="also the per-head map of the worst policy at 25 %%")
+    ap.add_argument("--restore", action="store_true", help="also the per-head maps of the worst and best at 25 %%")
+    ap.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda")
     args = ap.parse_args()
-    print(f"torch threads: {torch.get_num_threads()}; text: {args.text_file}")
-    lm = load(Config(model="smollm2"))
+    print(f"torch threads: {torch.get_num_threads()}; device: {args.device}; text: {args.text_file}")
+    lm = load(Config(model="smollm2", device=args.device))
     budget_change(lm, args.tokens, args.text_file)
     if args.curve_tokens:
         the_curve(lm, args.curve_tokens, args.text_file, args.restore)

@@ -1,6 +1,6 @@
 """SmolLM2's whole window in tiles: memory and time of a long recording against the model's own pass (issue 38 §2).
 
-Run:  python benchmarks/bench_long_tiles.py [--tokens 8192 2048] [--layer 9]
+Run:  python benchmarks/bench_long_tiles.py [--tokens 8192 2048] [--layer 9] [--device cuda]
 Each step runs in a fresh process (its own peak memory): for each length,
   floor        the model's own forward pass with SDPA (no attention weights), the last position's logits only;
   record       mha-viz's whole recording (pipeline.road.record: every layer tiled, statistics, self-check, tiles);
@@ -8,7 +8,9 @@ Each step runs in a fresh process (its own peak memory): for each length,
   first        the first view's recording (road.record_layer: the pass up to the shown layer, that layer recorded).
 Printed: seconds (wall, and the process's CPU seconds: the fairer figure on a shared machine), peak RSS of the
 process (the model included) and the peak above the loaded model (sampled every 10 ms), and the ratios record / floor
-(target <= 1.25), first / floor_layer (<= 1.25), record's peak (<= 2.5 GB).
+(target <= 1.25), first / floor_layer (<= 1.25), record's peak (<= 2.5 GB), how many of the recording's calls ran
+fused (models/fused.py) and the load average. ``--device cuda``: the model and inputs on the GPU, torch.cuda.synchronize
+before each clock is read, the peak is torch.cuda.max_memory_allocated plus the process's peak RSS.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -33,10 +36,18 @@ def rss() -> int:
 
 
 class Peak:
-    """The highest RSS seen while the block runs (sampled every 10 ms)."""
+    """The highest RSS seen while the block runs (sampled every 10 ms); on a GPU plus the most GPU memory allocated."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.gpu = device.startswith("cuda")
 
     def __enter__(self) -> Peak:
         self.base, self.peak, self._on = rss(), rss(), True
+        if self.gpu:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+            self.base += torch.cuda.memory_allocated()
         self._t = threading.Thread(target=self._watch, daemon=True)
         self._t.start()
         return self
@@ -50,6 +61,10 @@ class Peak:
         self._on = False
         self._t.join()
         self.peak = max(self.peak, rss())
+        if self.gpu:
+            import torch
+
+            self.peak += torch.cuda.max_memory_allocated()
 
 
 def long_text(tokenizer: object, n: int) -> str:
@@ -63,7 +78,7 @@ class Stop(Exception):
     pass
 
 
-def one(step: str, n: int, layer: int) -> dict:
+def one(step: str, n: int, layer: int, device: str = "cpu") -> dict:
     import torch
 
     from mha_viz.config import Config
@@ -75,8 +90,9 @@ def one(step: str, n: int, layer: int) -> dict:
         import transformers
 
         model = transformers.AutoModelForCausalLM.from_pretrained(smollm2_dir(), attn_implementation="sdpa").eval()
+        model = model.to(device)
         tok = transformers.AutoTokenizer.from_pretrained(smollm2_dir())
-        ids = torch.tensor([tok(long_text(tok, n))["input_ids"]])
+        ids = torch.tensor([tok(long_text(tok, n))["input_ids"]], device=device)
         if step == "floor_layer":
             attn = model.model.layers[layer].self_attn
 
@@ -84,27 +100,44 @@ def one(step: str, n: int, layer: int) -> dict:
                 raise Stop
 
             attn.register_forward_hook(stop)
-        with Peak() as p:
-            t0, c0 = time.perf_counter(), time.process_time()
+        with Peak(device) as p:
+            t0, c0 = clock(device)
             with contextlib.suppress(Stop):
                 model(input_ids=ids, use_cache=False, logits_to_keep=1)
-            took, cpu = time.perf_counter() - t0, time.process_time() - c0
+            t1, c1 = clock(device)
+        extra = {}
     else:
-        lm = road.load(Config(model="smollm2"))
+        lm = road.load(Config(model="smollm2", device=device))
         text = long_text(lm.tokenizer, n)
-        with Peak() as p:
-            t0, c0 = time.perf_counter(), time.process_time()
+        with Peak(device) as p:
+            t0, c0 = clock(device)
             if step == "record":
                 rec = road.record(lm, text, tile_cells=256)
-                worst = max(c.delta for c in rec.run.calls.values())
             else:
                 rec = road.record_layer(lm, text, None, layer)
-                worst = rec.run.calls[("decoder", layer)].delta
-            took, cpu = time.perf_counter() - t0, time.process_time() - c0
+            t1, c1 = clock(device)
+        calls = list(rec.run.calls.values())
+        extra = {"delta": max(c.delta for c in calls), "fused": sum(c.fused for c in calls), "calls": len(calls)}
         n = len(rec.tokens.ids)
-    return {"step": step, "n": int(ids.shape[1]) if step.startswith("floor") else n, "s": took, "cpu_s": cpu,
-            "peak_gb": p.peak / 1e9, "above_gb": (p.peak - p.base) / 1e9,
-            **({} if step.startswith("floor") else {"delta": worst})}  # fmt: skip
+    return {
+        "step": step,
+        "n": int(ids.shape[1]) if step.startswith("floor") else n,
+        "s": t1 - t0,
+        "cpu_s": c1 - c0,
+        "peak_gb": p.peak / 1e9,
+        "above_gb": (p.peak - p.base) / 1e9,
+        "load": os.getloadavg()[0],
+        **extra,
+    }
+
+
+def clock(device: str) -> tuple[float, float]:
+    """(wall, this process's CPU seconds), the GPU's queued work finished first."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter(), time.process_time()
 
 
 def main() -> None:
@@ -112,15 +145,17 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, nargs="+", default=[8192, 2048])
     ap.add_argument("--layer", type=int, default=9)
     ap.add_argument("--one", default="")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the model and inputs on the GPU)")
     ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=STEPS, help="the steps to run (default: all)")
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.tokens[0], args.layer)))
+        print(json.dumps(one(args.one, args.tokens[0], args.layer, args.device)))
         return
     for n in args.tokens:
         got = {}
         for step in args.steps:
-            cmd = [sys.executable, __file__, "--one", step, "--tokens", str(n), "--layer", str(args.layer)]
+            cmd = [sys.executable, __file__, "--one", step, "--tokens", str(n), "--layer", str(args.layer),
+                   "--device", args.device]  # fmt: skip
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             got[step] = json.loads(out)
             print(json.dumps(got[step]), flush=True)
@@ -134,7 +169,8 @@ def main() -> None:
               f"{first['cpu_s'] / got['floor_layer']['cpu_s']:.2f}; record peak {rec['peak_gb']:.2f} GB "
               f"({rec['above_gb']:.2f} GB above the loaded "
               f"model; SDPA pass peak {got['floor']['peak_gb']:.2f} GB; target <= 2.5 GB); self-check "
-              f"max |diff| {rec['delta']:.1e}", flush=True)  # fmt: skip
+              f"max |diff| {rec['delta']:.1e}; fused calls {rec['fused']}/{rec['calls']} (first view: "
+              f"{first['fused']}/{first['calls']}); load average {rec['load']:.1f}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ def main() -> None:
     from mha_viz.config import Config
     from mha_viz.models.sources import bundled_model_dir
     from mha_viz.pipeline.road import smollm2_dir
+    from mha_viz.selection import Selection
     from mha_viz.ui import cache
 
     print(f"start: {rss_mb():.0f} MB resident")
@@ -97,8 +98,7 @@ def main() -> None:
             at.sidebar.text_area(key="text").set_value(text).run()
             assert not at.exception, at.exception
         else:  # the cached pipeline calls of a page (what holds memory), without drawing
-            base = cache.get_base(config, text, None, None, 0)
-            cache.get_trace(config, text, None, base.part, 0)
+            cache.get_trace(Selection(config, text, None, cache.get_base(Selection(config, text)).part, 0))
         if i % max(20, args.inputs // 20) == 0:
             marks[i] = rss_mb()
             print(f"  {i:>5} inputs: {marks[i]:.0f} MB resident", flush=True)

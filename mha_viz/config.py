@@ -60,6 +60,7 @@ WINDOW_FROM = 256  # a pattern over more tokens than this is drawn a window of q
 WINDOW_ROWS = 128  # query rows per window (Heads, Compare, Step by step, the Lesson, Two sentences)
 TILE_BLOCK_CELLS = 2**24  # a long attention call runs a block of query rows with at most this many scores at a time
 TILE_CHECK_ROWS = 8  # ... and each block's self-check compares this many of its rows (spread evenly) with the model's
+TILE_FUSED_TOL = 1e-5  # a fused long call (models/fused.py) whose check rows miss eager's output by more runs eagerly
 MAX_LONG_TEXT_CHARS = 60_000  # a long text recorded in tiles (SmolLM2's 8,192 tokens; the CLI's `long`); hosted
 # mode keeps MAX_TEXT_CHARS and the request budgets
 LONG_SINK_TOKENS = 4  # the heads at length (studies/long_heads.py): a head's sink share is its weight on the first keys
@@ -68,6 +69,12 @@ LONG_LAST_ROWS = 64  # ... the vertical-slash recall is estimated on the last th
 LONG_STREAMING_RECALL = 0.9  # ... a head whose sinks + recent window hold this share of its weight can stream
 MIN_RETRIEVAL_SCORE = 0.1  # ... unless it copies at least this share of a needle from far away (a retrieval head)
 LONG_PATTERN_BUDGET = 16  # ... each sparse pattern kind keeps 1/16 of the keys (columns, diagonals or tiles)
+LONG_VIEW_FROM = 1024  # views at length (analysis/plans/long_views.py): beyond this many tokens Overview and Heads
+# draw pooled exact maps and a zoom, never a whole [n, n]
+LONG_MAP_CELLS = 256  # ... the zoom's pooled map of the opened head: at most this many cells a side (8,192: 32×32)
+LONG_GRID_CELLS = 64  # ... the Heads grid's pooled maps: at most this many cells a side per head
+ZOOM_SIDE = 64  # ... the default zoom window: this many queries × keys around the focus token
+MAX_ZOOM_SIDE = 256  # ... a zoom window's most queries (and keys) a side: exact weights with a label each
 AUTO_SCAN_TOKENS = 96  # a per-head scan (Head importance, Patching) starts by itself on texts up to this many tokens
 KV_SINKS = 4  # KV cache policies (kv_policies.py): the attention sinks StreamingLLM and Duo's streaming heads keep
 KV_OBS_WINDOW = 32  # ... SnapKV's (and Ada-KV's) observation window: the last prefix tokens that vote (the paper's 32)
@@ -147,12 +154,81 @@ class Config:
         return "" if self.own else self.model.strip()
 
     @property
-    def edits(self) -> Config:
+    def source(self) -> Source:
+        """Where the model comes from and where it runs."""
+        return Source(**{f: getattr(self, f) for f in _SOURCE})
+
+    @property
+    def own_weights(self) -> OwnWeights:
+        """Own weights' settings (used only when ``own``)."""
+        return OwnWeights(**{f: getattr(self, f) for f in _OWN_WEIGHTS})
+
+    @property
+    def what_ifs(self) -> WhatIfs:
         """Only the what-if part (what the traces of one recorded run differ by)."""
-        return Config(
-            heads=self.heads, wo=self.wo, wo_seed=self.wo_seed, ablate=self.ablate, head_scale=self.head_scale,
-            causal=self.causal, scaled=self.scaled, device=self.device, dtype=self.dtype,
-        )  # fmt: skip
+        return WhatIfs(**{f: getattr(self, f) for f in _WHAT_IFS})
+
+    @classmethod
+    def of(cls, source: Source | None = None, own_weights: OwnWeights | None = None,
+           what_ifs: WhatIfs | None = None) -> Config:  # fmt: skip
+        """A Config from its three parts (each left out: its defaults)."""
+        parts = (source or Source(), own_weights or OwnWeights(), what_ifs or WhatIfs())
+        return cls(**{k: v for part in parts for k, v in dataclasses.asdict(part).items()})
 
     def replace(self, **changes: object) -> Config:
         return dataclasses.replace(self, **changes)
+
+
+# --- Config's three parts: the cache keys and the road take the one they depend on ---------------------------------
+@dataclass(frozen=True)
+class Source:
+    """Where the model comes from (Config.model …) and where it runs (device, dtype, placement)."""
+
+    model: str = ""
+    device: str = "cpu"
+    dtype: str = "float32"
+    placement: str = ""
+
+
+@dataclass(frozen=True)
+class OwnWeights:
+    """Own weights' settings (Config.model == "own"): how they are made or the file they are loaded from."""
+
+    d_model: int = 512
+    n_heads: int = 8
+    seed: int = 0
+    init: str = "xavier"
+    bias: bool = False
+    embeddings: str = "random"
+    tokens: str = "pieces"
+    positions: bool = False
+    weights_file: bytes | None = field(default=None, repr=False)
+    variant: str = "mha"
+    variant_groups: int = 2
+    variant_width: int = 4
+    variant_top_k: int = 2
+    variant_gates: str = "router"
+    variant_rank: int = 2
+
+
+@dataclass(frozen=True)
+class WhatIfs:
+    """The what-if edits of a traced layer (Config.heads …): what the traces of one recorded run differ by."""
+
+    heads: int | None = None
+    wo: str = "learned"
+    wo_seed: int = 0
+    ablate: tuple[int, ...] = ()
+    head_scale: tuple[tuple[int, float], ...] = ()
+    causal: bool = False
+    scaled: bool = True
+
+    @property
+    def none(self) -> bool:
+        """No what-if is set: the layer as the model has it."""
+        return self == WhatIfs()
+
+
+_SOURCE = tuple(f.name for f in dataclasses.fields(Source))
+_OWN_WEIGHTS = tuple(f.name for f in dataclasses.fields(OwnWeights))
+_WHAT_IFS = tuple(f.name for f in dataclasses.fields(WhatIfs))

@@ -140,9 +140,9 @@ def tile_means(w: torch.Tensor, f: int, width: int | None = None) -> torch.Tenso
     padded = w.to(dt)
     if (mr * f, mc * f) != (r, c):
         padded = torch.nn.functional.pad(padded, (0, mc * f - c, 0, mr * f - r))
-    sums = padded.reshape(*w.shape[:-2], mr, f, mc, f).sum((-1, -3))
-    rows = torch.clamp(r - torch.arange(0, r, f), max=f).to(dt)
-    cols = torch.clamp(full - torch.arange(0, mc * f, f), max=f).to(dt)
+    sums = padded.reshape(*w.shape[:-2], mr * f, mc, f).sum(-1).reshape(*w.shape[:-2], mr, f, mc).sum(-2)
+    rows = torch.clamp(r - torch.arange(0, r, f, device=w.device), max=f).to(dt)
+    cols = torch.clamp(full - torch.arange(0, mc * f, f, device=w.device), max=f).to(dt)
     return (sums / torch.outer(rows, cols)).float()
 
 

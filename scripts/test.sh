@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Set up (once) and run the whole test suite: lint, then pytest. Extra arguments go to pytest.
-# --fast (first argument): lint, then only the unit and model tiers (tests/tiers.py) over the cores (pytest-xdist),
-# and print the wall time.
+# Set up (once) and run the whole test suite: lint, then pytest in two passes, and print each pass's wall time:
+#   1. every tier but e2e (unit, model, app, slow) over the cores (pytest-xdist: a test file in one worker);
+#   2. the e2e tier (real servers, Chromium, HAProxy, CLI processes, kernels) in one process, one test at a time.
+# Extra arguments go to both passes (a -m EXPR is combined with each pass's own); either pass may find no test,
+# not both. --fast (first argument): lint, then only the unit and model tiers over the cores, and its wall time.
 set -euo pipefail
 fast=0
 if [ "${1:-}" = "--fast" ]; then
@@ -44,10 +46,43 @@ if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
   echo "mha-viz: the replica test needs HAProxy; install it (Debian: sudo apt-get install haproxy)" >&2
   exit 1
 fi
+# A -m EXPR of the caller narrows each pass (pytest keeps only the last -m it is given).
+marks="" args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -m) marks="${2:-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    -m?*) marks="${1#-m}"; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+only() { if [ -n "$marks" ]; then echo "($marks) and ($1)"; else echo "$1"; fi; }
+# One worker per core, at most 4 (each holds its own models). --dist loadfile: a test file runs whole in one worker (its
+# module fixtures built once; the files with most tests start first). (loadgroup does not group under pytest 9.2:
+# pytest-xdist issue 1386.)
+# Each worker's torch and BLAS get the cores per worker (1 here): two workers of two threads each on two cores wait
+# for each other's time slices (one 512 x 512 eigvals on a busy machine: 107 s with two threads, 26 s with one).
+cores="$(nproc 2>/dev/null || echo 1)"
+per_worker=$((cores / (cores < 4 ? cores : 4)))
+per_worker=$((per_worker > 0 ? per_worker : 1))
 set +e
-"$venv/bin/python" -m pytest "$@"
+start=$SECONDS
+OMP_NUM_THREADS="${OMP_NUM_THREADS:-$per_worker}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$per_worker}" \
+  OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$per_worker}" \
+  "$venv/bin/python" -m pytest -m "$(only "not e2e")" -n auto --maxprocesses=4 --dist loadfile ${args[@]+"${args[@]}"}
 code=$?
+parallel_s=$((SECONDS - start))
+e2e_s="not run"
+if [ "$code" = 0 ] || [ "$code" = 1 ] || [ "$code" = 5 ]; then  # 2 interrupted, 3 internal error, 4 usage: stop here
+  start=$SECONDS
+  "$venv/bin/python" -m pytest -m "$(only e2e)" ${args[@]+"${args[@]}"}
+  e2e_code=$?
+  e2e_s="$((SECONDS - start)) s"
+  if [ "$code" = 5 ] || { [ "$code" = 0 ] && [ "$e2e_code" != 5 ]; }; then
+    code=$e2e_code
+  fi
+fi
 set -e
+echo "test passes: unit, model, app and slow tiers over the cores ${parallel_s} s; e2e tier in one process ${e2e_s}; in all $SECONDS s with lint"
 if [ "$code" = 5 ]; then
   echo "mha-viz: pytest collected no tests; that is a failure here (the suite must run)" >&2
   exit 1

@@ -145,3 +145,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if explicit_tier([m.name for m in item.iter_markers()]) is None:
             test, module = getattr(item, "obj", None), getattr(item, "module", None)
             item.add_marker(tier_of(item.path, module, test, fixture_functions(item)))
+
+
+_TIMES: list = []  # the run's TierTimes (tests/tier_times.py), made on the first report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test phase's time, by tier (under pytest-xdist the controller hears every worker's reports)."""
+    from tier_times import TierTimes
+
+    if not _TIMES:
+        _TIMES.append(TierTimes())
+    _TIMES[0].add(report.nodeid, report.keywords, report.duration)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The tiers' times at the end of the run (scripts/test.sh prints each pass's wall time after it)."""
+    if _TIMES:
+        terminalreporter.write_sep("-", "time per tier")
+        for line in _TIMES[0].lines():
+            terminalreporter.write_line(line)

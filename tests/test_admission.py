@@ -160,9 +160,10 @@ def test_a_requests_own_parts_never_wait_for_each_other() -> None:
 
 def _recorded(text: str) -> bool:
     from mha_viz.config import Config
+    from mha_viz.selection import Selection
     from mha_viz.ui.cache import is_recorded
 
-    return is_recorded(Config(), text, None)
+    return is_recorded(Selection(Config(), text))
 
 
 def _heads_page(text: str) -> tuple[AppTest, list[str]]:

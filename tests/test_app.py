@@ -44,17 +44,9 @@ def test_controls_change_the_figures(minilm) -> None:
 
 @pytest.mark.parametrize(
     ("view", "n_charts"),
-    [
+    [  # the other views' pages are opened (and their charts counted) by the tests below, each once
         ("Compare heads", 5),
-        ("Head roles", 1),
-        ("Where does it look?", 2),
-        ("Two sentences", 6),  # the moved map, where the weight went, the shared keys, two patterns, the change
-        ("Head count", 2),
-        ("W^O", 5),  # the layer's W^O and the W^O in use, side by side
-        ("Ablation", 1),
-        ("Rollout", 1),
         ("Step by step", 6),  # 11 matrices: five pairs drawn as one chart each (figures.matrix_pair), one alone
-        ("Overview", 1),
     ],
 )
 def test_every_view_renders(view: str, n_charts: int, minilm) -> None:
@@ -65,6 +57,8 @@ def test_every_view_renders(view: str, n_charts: int, minilm) -> None:
 
 def test_head_count_view(minilm) -> None:
     at = run_app(view="Head count")
+    assert_clean(at)
+    assert len(specs(at)) == 2
     assert len(heatmaps(specs(at)[0])) == 12
     assert 5 not in at.selectbox(key="hc").options and 64 in [int(o) for o in at.selectbox(key="hc").options]
     at.selectbox(key="hc").set_value(4).run()
@@ -80,6 +74,8 @@ def test_head_count_view(minilm) -> None:
 
 def test_wo_view_identity_check_and_ablation(minilm) -> None:
     at = run_app(view="W^O")
+    assert_clean(at)
+    assert len(specs(at)) == 5  # the layer's W^O and the W^O in use, side by side
     check = specs(at)[-1]  # the one-head check, drawn (tests/test_lesson.py holds its matrices to torch)
     assert "single-head" in check["layout"]["title"]["text"] and array(heatmaps(check)[2]["z"]).max() < 1e-6
     rel = array(specs(at)[2]["data"][0]["y"])
@@ -115,7 +111,8 @@ def test_url_restores_a_view(minilm) -> None:
 
 def test_overview_shows_every_layer_and_head(minilm) -> None:
     at = run_app(view="Overview")
-    spec = specs(at)[0]
+    assert_clean(at)
+    (spec,) = specs(at)
     z = array(heatmaps(spec)[0]["z"])
     assert z.shape == (6 * 17 - 2, 12 * 17 - 2)  # 15-token tiles with 2-cell gaps
     tiles = array(spec["data"][1]["customdata"])  # (layer, head) per clickable tile
@@ -174,6 +171,8 @@ def test_roles_table_and_where_ranking(minilm) -> None:
     tick = role_map["data"][0]["colorbar"]["ticktext"]
     assert any(t.startswith("previous token (") for t in tick)
     at = run_app(view="Where does it look?")
+    assert_clean(at)
+    assert len(specs(at)) == 2
     z = array(heatmaps(specs(at)[0])[0]["z"])  # [layers, heads]: "it" → "animal"
     _, _, found = traces(Config(), SENTENCE, lm=minilm)
     q, k = found[0].tokens.index("it"), found[0].tokens.index("animal")
@@ -188,13 +187,18 @@ def test_roles_table_and_where_ranking(minilm) -> None:
 
 def test_two_sentences_and_rollout_and_ablation(minilm) -> None:
     at = run_app(view="Two sentences")
+    assert_clean(at)
+    assert len(specs(at)) == 6  # the moved map, where the weight went, the shared keys, two patterns, the change
     change = array(heatmaps(specs(at)[-1])[0]["z"])  # the total variation map (last)
     assert change.shape == (6, 12) and np.all((change >= 0) & (change <= 1)) and change.max() > 0.3
     at = run_app(view="Rollout")
-    roll = array(heatmaps(specs(at)[0])[0]["z"])
+    assert_clean(at)
+    (spec,) = specs(at)
+    roll = array(heatmaps(spec)[0]["z"])
     np.testing.assert_allclose(roll.sum(-1), 1.0, atol=1e-5)
     at = run_app(view="Ablation")
     assert_clean(at)
+    assert len(specs(at)) == 1
     cosine = float(at.metric[0].value)
     at.multiselect(key="abl_heads").set_value(list(range(12))).run()
     assert float(at.metric[0].value) < cosine < 1.0

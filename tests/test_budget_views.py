@@ -212,9 +212,10 @@ def test_a_request_past_its_deadline_is_cut_with_a_notice(minilm, monkeypatch) -
     stops it with the project's error, shown as a notice; the page itself is drawn. The page's model pass is
     recorded first (it has its own deadline: tests/test_admission.py)."""
     from mha_viz.config import Config
+    from mha_viz.selection import Selection
     from mha_viz.ui.cache import recording_of
 
-    recording_of(Config(), SENTENCE, None)
+    recording_of(Selection(Config(), SENTENCE))
     monkeypatch.setattr(budget, "check_time", lambda view, s, what=None: 0.0)  # the estimate lets it in
     monkeypatch.setattr(budget, "max_request_s", lambda: 1e-9)  # and the deadline has passed at once
     at = _page("Ablation", layer="0")

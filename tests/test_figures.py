@@ -167,6 +167,24 @@ def test_a_pair_is_two_matrices_in_one_chart_each_with_its_title_scale_and_value
         assert bar["y"] > 1
 
 
+def test_a_pair_built_unchecked_is_what_plotlys_checks_accept_unchanged() -> None:
+    """matrix_pair builds its figure without plotly's checks (issue 36 §6: about a fifth of Step by step's page run);
+    plotly's checks accept the same figure (an invalid property raises) and change nothing in it."""
+    import json
+
+    import plotly.graph_objects as go
+
+    from mha_viz.figures.heatmap import matrix_heatmap, matrix_pair
+
+    rng = np.random.default_rng(1)
+    rows = ["The", "animal", "didn't", "<b>x</b>"]
+    left = matrix_heatmap(rng.normal(size=(4, 6)), None, rows, "2a. Q_3 = X · W_Q   [4 × 6]", diverging=True)
+    right = matrix_heatmap(rng.random((4, 4)), rows, rows, "6. softmax   [4 × 4]", value_name="weight", attention=True)
+    pair = matrix_pair(left, right)
+    checked = go.Figure(pair.to_plotly_json())  # validated
+    assert json.loads(pio.to_json(checked, validate=False)) == json.loads(pio.to_json(pair, validate=False))
+
+
 def test_overview_of_a_grouped_query_model_has_two_line_ticks_and_readable_tiles() -> None:
     """Issue 35 §2.8: SmolLM2's Overview (30 layers × 9 query heads, 3 per K/V head) showed the literal text
     "H0<br>kv0" under each column (the tick text was escaped) and drew its 30 × 9 tiles in 900 px at most."""

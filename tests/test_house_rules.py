@@ -48,7 +48,7 @@ def imports(path: Path, top_level_only: bool = False) -> set[str]:
 
 
 MODULES = {_module(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-ENGINE = {"trace", "config", "errors", "attention", "edits", "own", "own_variants", "pooling", "tiles"}
+ENGINE = {"trace", "config", "selection", "errors", "attention", "edits", "own", "own_variants", "pooling", "tiles"}
 BELOW = {  # what each layer may import from the package, besides itself
     "engine": {"engine"},
     "runtime": {"engine"},

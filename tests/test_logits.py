@@ -146,6 +146,7 @@ def _view_app(folder: str) -> None:
     import types
 
     from mha_viz.config import Config
+    from mha_viz.selection import Selection
     from mha_viz.ui.cache import get_base
     from mha_viz.ui.context import Ctx
     from mha_viz.ui.views.next_token import next_token_view
@@ -153,8 +154,8 @@ def _view_app(folder: str) -> None:
     text = "The animal didn't cross the street because it was too tired"
     config = Config(model=folder)
     c = types.SimpleNamespace(config=config, text=text, image_format="png", hide_special=False)
-    next_token_view(Ctx(c=c, layer=0, part="decoder" if folder else "encoder", target=None,
-                        base=get_base(config, text, None, None, 0)))  # fmt: skip
+    sel = Selection(config, text, None, "decoder" if folder else "encoder", 0)
+    next_token_view(Ctx(c=c, sel=sel, base=get_base(sel)))
 
 
 def test_view_on_a_decoder_and_an_encoder(llama_dir: str, minilm) -> None:

@@ -112,7 +112,7 @@ def test_masks_tab_empty_second_sentence_is_a_message(minilm) -> None:
 
 def test_long_first_text_shows_the_short_block_and_a_few_pads(minilm) -> None:
     """A long first text pads the short sentence to its length: the figure keeps the real block and 8 pads."""
-    from mha_viz.ui.views.masks import SHOWN_PADS
+    from mha_viz.analysis.plans.masks import SHOWN_PADS
 
     long_text = " ".join([SENTENCE + "."] * 10)
     at = run_app(view="Masks", text=long_text, layer="0", pad_head="head 2")

@@ -13,6 +13,7 @@ from apptest_helpers import run_app
 
 from mha_viz import figures, show
 from mha_viz.analysis.plans.lesson import lesson_opening
+from mha_viz.analysis.plans.lines import opening as lines_opening
 from mha_viz.analysis.referents import default_pair, specific_head
 from mha_viz.cli.export import figures_of
 from mha_viz.config import Config
@@ -47,6 +48,7 @@ def test_the_app_the_notebook_and_the_cli_open_the_same_head(model: str) -> None
     p = t.pattern.numpy()  # [h, n, n]
     assert lesson_opening(p, t.tokens, t.key_tokens).head == want[1]
     assert figures.strongest_head(p, t.tokens, t.key_tokens) == want[1]
+    assert lines_opening(p, t.tokens, t.key_tokens) == want[1]  # the Lines view's plan
     assert show.lines(SENTENCE, want[0], model=model).layout.title.text.startswith(f"Layer {want[0]}, head {want[1]}:")
 
 

@@ -77,8 +77,9 @@ def test_figures_show_hostile_labels_as_text(payload: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def lm():
-    return load_model(None, "cpu")
+def lm(minilm):
+    """The session's MiniLM (tests/conftest.py), not a second load."""
+    return minilm
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

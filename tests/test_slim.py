@@ -149,14 +149,15 @@ def test_heads_draws_a_long_texts_layer_before_the_whole_pass(slim, minilm: Load
 def test_a_long_text_recorded_after_its_first_layer_opens_as_usual(slim, minilm: LoadedModel) -> None:
     """After the first layer, the page records every layer and runs again: the found head's caption is back, and
     the whole recording is cached (the next page reads it, not another first-layer pass)."""
+    from mha_viz.selection import Selection
     from mha_viz.ui.cache import is_recorded
 
     text = TEXT + " Then it was the animal again."
     config = Config()
-    assert not is_recorded(config, text, None)
+    assert not is_recorded(Selection(config, text))
     at = run_app(view="Heads", text=text, layer="3")
     assert_clean(at)
-    assert is_recorded(config, text, None)
+    assert is_recorded(Selection(config, text))
     assert any("Layer " in c.value and "head" in c.value for c in at.caption), [c.value for c in at.caption]
 
 

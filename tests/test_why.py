@@ -13,7 +13,6 @@ import torch
 from conftest import SENTENCE, tiny_model
 from mha_viz.analysis.why_plan import crop, csv_rows, default_keys, grouped, sentence, shown_terms, top_pairs
 from mha_viz.models.frozen_norm import freeze
-from mha_viz.models.load import load_model
 from mha_viz.models.tokens import tokenize
 from mha_viz.pipeline.door import run
 from mha_viz.studies.why import Why, why, why_at
@@ -24,11 +23,6 @@ REL = 1e-4  # the issue's tolerance: the table sums to the model's score within 
 
 def _tiny(model_type: str):
     return tiny_model(model_type)
-
-
-@pytest.fixture(scope="module")
-def smollm2():
-    return load_model("smollm2")
 
 
 def _own_score(lm, w: Why, key: int) -> float:

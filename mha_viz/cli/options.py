@@ -12,7 +12,9 @@ from mha_viz.config import PART_NAMES
 from mha_viz.errors import MhaVizError
 
 if TYPE_CHECKING:
+    from mha_viz.config import Config
     from mha_viz.pipeline.road import LoadedModel
+    from mha_viz.selection import Selection
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PARTS = tuple(PART_NAMES)  # --part: encoder, decoder, cross
@@ -129,6 +131,15 @@ def check_out(path: str, *suffixes: str, flag: str = "--out") -> str:
 def model_name(args: argparse.Namespace) -> str:
     """The --model value as the loader takes it ("" is the bundled MiniLM)."""
     return (getattr(args, "model", None) or "").strip()
+
+
+def selection(args: argparse.Namespace, config: Config) -> Selection:
+    """The one request value the flags make (what the dashboard's sidebar makes from its controls): ``config``
+    with --text, --target, --part and --layer (None without it: every layer)."""
+    from mha_viz.selection import Selection
+
+    return Selection(config, args.text, getattr(args, "target", None), getattr(args, "part", None),
+                     getattr(args, "layer", None))  # fmt: skip
 
 
 def is_own(args: argparse.Namespace) -> bool:

@@ -6,7 +6,17 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from mha_viz.cli.options import add_device, add_input, check_out, heads_list, int_in, is_own, placement, say_cut
+from mha_viz.cli.options import (
+    add_device,
+    add_input,
+    check_out,
+    heads_list,
+    int_in,
+    is_own,
+    placement,
+    say_cut,
+    selection,
+)
 from mha_viz.config import (
     DTYPE_NAMES,
     EMBEDDINGS,
@@ -106,30 +116,32 @@ def run_trace(
     layer when its projections are plain linear maps)."""
     from mha_viz.attention import resolve_device
     from mha_viz.pipeline.own_road import own_trace
-    from mha_viz.pipeline.road import layer_trace, layer_weights, load, record
+    from mha_viz.pipeline.road import layer_of, load, record, trace_at
     from mha_viz.pipeline.what_ifs import edit_weights
 
-    config = _config(args, str(resolve_device(args.device)))
+    sel = selection(args, _config(args, str(resolve_device(args.device))))
+    config = sel.config
     if config.own:
-        if args.layer not in (None, 0):
-            raise MhaVizError(f"own weights have one layer (0); got --layer {args.layer}")
-        if args.target or args.part not in (None, "encoder"):
+        if sel.layer not in (None, 0):
+            raise MhaVizError(f"own weights have one layer (0); got --layer {sel.layer}")
+        if sel.target or sel.part not in (None, "encoder"):
             raise MhaVizError("own weights have one self-attention layer; --target and --part are not used")
-        tokens, weights, trace = own_trace(load(config), args.text, config)
-        say_cut(tokens, "word tokens" if config.tokens == "words" else "the bundled tokenizer", args.text)
+        tokens, weights, trace = own_trace(load(config), sel.text, config)
+        say_cut(tokens, "word tokens" if config.tokens == "words" else "the bundled tokenizer", sel.text)
         return tokens.labels, tokens.labels, [trace], weights
-    if args.full and args.layer is None:
+    if args.full and sel.layer is None:
         raise MhaVizError("--full stores one layer's intermediates; add --layer N")
     lm = load(config)
-    part = lm.part(args.part)
-    rec = record(lm, args.text, args.target)
-    say_cut(rec.tokens, lm.name, args.text)
-    say_cut(rec.target, lm.name, args.target)
-    layers = range(lm.n_layers(part)) if args.layer is None else [args.layer]
-    found = [layer_trace(lm, rec, part, int(i), config) for i in layers]
+    rec = record(lm, sel.text, sel.target)
+    say_cut(rec.tokens, lm.name, sel.text)
+    say_cut(rec.target, lm.name, sel.target)
+    chosen = [sel] if sel.layer is not None else [sel.at(layer=i) for i in range(lm.n_layers(lm.part(sel.part)))]
+    layers = [layer_of(lm, rec, s) for s in chosen]  # each resolved once: its part checked, its site looked up
+    found = [trace_at(at, config) for at in layers]
     weights = None
-    if args.full and lm.site(part, args.layer).qkv:
-        weights = edit_weights(layer_weights(lm, rec, part, args.layer), config)
+    if args.full and layers[0].site.qkv:
+        weights = edit_weights(layers[0].weights(), config)
+    part = layers[0].part
     return rec.query_tokens(part).labels, rec.key_tokens(part).labels, found, weights
 
 

@@ -14,7 +14,11 @@ from mha_viz.figures.common import category_ticks, safe, style_layer_head_map
 KEPT_COLOURS = [[0.0, "rgb(235,235,235)"], [0.5, "rgb(235,235,235)"], [0.5, "rgb(30,90,170)"], [1.0, "rgb(30,90,170)"]]
 POLICY_COLOURS = ("rgb(30,90,170)", "rgb(200,80,60)", "rgb(60,150,80)", "rgb(140,90,170)", "rgb(230,150,30)",
                   "rgb(90,170,190)", "rgb(120,120,120)")  # fmt: skip
+POLICY_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # lines that coincide stay visible
+POLICY_SYMBOLS = ("circle", "square", "triangle-up", "triangle-down", "x", "cross")
 STRIP_PX = 6  # height of one head's strip
+TICK_CHARS = 14  # a strip's key label is cut to this many characters (a run of spaces ran off the plot; hover: all)
+OFF_SCALE = 3.0  # a sharing point more than this many eviction spans above them is drawn at the top edge, labelled
 
 
 def keep_strips(keep: np.ndarray, labels: Sequence[str], title: str) -> go.Figure:
@@ -31,10 +35,12 @@ def keep_strips(keep: np.ndarray, labels: Sequence[str], title: str) -> go.Figur
         )
     )  # fmt: skip
     ticks, _ = category_ticks(x, 900, angle=-60)
-    fig.update_xaxes(**ticks, showgrid=False)
+    ticks["ticktext"] = [t if len(t) <= TICK_CHARS else t[: TICK_CHARS - 1] + "…" for t in ticks["ticktext"]]
+    fig.update_xaxes(**ticks, showgrid=False, title={"text": "prefix key (position: token)", "font": {"size": 12}})
     every = max(1, L // 30)  # one label per layer (its first K/V head's row), the hover names each row
     fig.update_yaxes(autorange="reversed", tickvals=rows[:: kv * every], showgrid=False, tickfont={"size": 10},
-                     ticktext=[f"L{la}" for la in range(0, L, every)])  # fmt: skip
+                     ticktext=[f"L{la}" for la in range(0, L, every)],
+                     title={"text": f"layer ({kv} K/V head rows each)", "font": {"size": 12}})  # fmt: skip
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         height=int(min(1400, max(260, STRIP_PX * L * kv + 150))),
@@ -46,14 +52,21 @@ def keep_strips(keep: np.ndarray, labels: Sequence[str], title: str) -> go.Figur
 def head_map(values: np.ndarray, title: str, value_name: str, head_word: str = "H") -> go.Figure:
     """A layer × head map of ``values`` (lost mass per query head, or nats per K/V head). Shapes: [L, H]."""
     L, H = values.shape
+    z = np.asarray(values, dtype=np.float32)  # [L, H]
+    signed = bool((z < 0).any())  # a signed map (nats) is diverging around 0: a reader sees which heads help or hurt
+    scale = (
+        {"colorscale": "RdBu", "reversescale": True, "zmid": 0.0} if signed else {"colorscale": "Viridis", "zmin": 0}
+    )
     fig = go.Figure(
         go.Heatmap(
-            z=np.asarray(values, dtype=np.float32), colorscale="Viridis", colorbar={"title": {"text": value_name}},
+            z=z, **scale, colorbar={"title": {"text": value_name}},
             hovertemplate="layer %{y}, " + head_word + " %{x}: %{z:.4f}<extra></extra>",
         )
     )  # fmt: skip
     style_layer_head_map(fig, L, H, title)
-    fig.update_xaxes(ticktext=[f"{head_word}{h}" for h in range(H)])
+    word = "K/V head" if head_word == "kv" else "query head"
+    fig.update_xaxes(ticktext=[f"{head_word}{h}" for h in range(H)], title={"text": word, "font": {"size": 12}})
+    fig.update_yaxes(title={"text": "layer", "font": {"size": 12}})
     return safe(fig)
 
 
@@ -70,16 +83,24 @@ def budget_curve(
         traces.append(
             go.Scatter(
                 x=[float(m) for m in mib], y=[float(c) for c in change], mode="lines+markers", name=name,
-                line={"color": POLICY_COLOURS[i % len(POLICY_COLOURS)]}, text=[f"{b:.0%}" for b in budgets],
+                line={"color": POLICY_COLOURS[i % len(POLICY_COLOURS)], "dash": POLICY_DASHES[i % 6]},
+                marker={"symbol": POLICY_SYMBOLS[i % 6], "size": 8}, text=[f"{b:.0%}" for b in budgets],
                 hovertemplate="budget %{text}: %{x:.3g} MiB, Δ loss %{y:+.4f}<extra>%{meta}</extra>", meta=name,
             )
         )  # fmt: skip
-    for name, mib, change in shares:
+    ys = [0.0, float(chosen[2])] + [float(c) for _, _, change in curves.values() for c in change]
+    lo, hi = min(ys), max(ys)
+    pad = 0.08 * (hi - lo) or 0.05
+    top = hi + 2 * pad  # where a sharing point far above the evictions is drawn (its true value in text and hover)
+    off = [float(c) > hi + OFF_SCALE * max(hi - lo, pad) for _, _, c in shares]
+    for (name, mib, change), far in zip(shares, off, strict=True):
         traces.append(
             go.Scatter(
-                x=[float(mib)], y=[float(change)], mode="markers", name=name, meta=name,
-                marker={"size": 11, "symbol": "diamond", "color": "rgb(60,60,60)"},
-                hovertemplate="%{x:.3g} MiB, Δ loss %{y:+.4f}<extra>%{meta}</extra>",
+                x=[float(mib)], y=[top if far else float(change)], mode="markers+text" if far else "markers",
+                name=name, meta=name, customdata=[float(change)], cliponaxis=False,
+                text=[f"{float(change):+.2f} nats, off the scale ↑"] if far else None, textposition="middle right",
+                marker={"size": 11, "symbol": "triangle-up" if far else "diamond", "color": "rgb(60,60,60)"},
+                hovertemplate="%{x:.3g} MiB, Δ loss %{customdata:+.4f}<extra>%{meta}</extra>",
             )
         )  # fmt: skip
     traces.append(
@@ -93,7 +114,7 @@ def budget_curve(
     traces.append(
         go.Scatter(
             x=[float(mib)], y=[float(change)], mode="markers", name=f"chosen: {name}", meta=name,
-            marker={"size": 18, "symbol": "star", "color": "rgb(240,170,20)", "line": {"width": 1, "color": "black"}},
+            marker={"size": 15, "symbol": "star", "color": "rgb(240,170,20)", "line": {"width": 1, "color": "black"}},
             hovertemplate="chosen: %{x:.3g} MiB, Δ loss %{y:+.4f}<extra>%{meta}</extra>",
         )
     )  # fmt: skip
@@ -101,7 +122,10 @@ def budget_curve(
     fig.update_layout(
         title={"text": "Cache size against the change of the loss on the continuation", "font": {"size": 14}},
         xaxis={"title": {"text": "KV cache of the prefix (MiB, float32)"}, "rangemode": "tozero"},
-        yaxis={"title": {"text": "Δ loss on the continuation (nats)"}},
+        yaxis={
+            "title": {"text": "Δ loss on the continuation (nats)"},
+            **({"range": [lo - pad, top + pad]} if any(off) else {}),
+        },
         height=460,
         legend={"orientation": "h", "y": -0.2},
         margin={"l": 10, "r": 10, "t": 60, "b": 10},

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from mha_viz.analysis.opening import layer_opening
+from mha_viz.analysis.plans.lines import window
 from mha_viz.figures.common import _f32, safe
 
 LINE_THRESHOLD = 0.01  # weights under this are not drawn
@@ -46,11 +47,9 @@ class LineSet:
 
 
 def token_window(n: int, centre: int, size: int = MAX_ROWS) -> tuple[int, int]:
-    """[start, stop) of at most ``size`` positions out of n, centred on ``centre`` where the ends allow."""
-    if n <= size:
-        return 0, n
-    start = min(max(0, centre - size // 2), n - size)
-    return start, start + size
+    """[start, stop) of at most ``size`` positions out of n, centred on ``centre`` where the ends allow (Lines'
+    plan's rule, analysis/plans/lines.py)."""
+    return window(n, centre, size)
 
 
 def strongest_head(pattern: np.ndarray, labels: Sequence[str], key_labels: Sequence[str]) -> int:

@@ -49,5 +49,6 @@ class Call:
     gates: torch.Tensor | None = None  # [b·q_pos, k]: their gates
     # a tiled call (models/tiled.py): each row's highest score and log-sum-exp, [b, n_heads, q_pos] float64; a weight is
     # exp(score − row_lse) (tiles.window_weights): any window or tile map is exact on demand
-    row_max: torch.Tensor | None = None
+    row_max: torch.Tensor | None = None  # None for a fused call (models/fused.py: the kernel gives the lse alone)
     row_lse: torch.Tensor | None = None
+    fused: bool = False  # computed in one fused flash-attention kernel (models/fused.py), checked against eager

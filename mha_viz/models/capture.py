@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mha_viz.config import TILE_CHECK_ROWS
 from mha_viz.models.call import Call
+from mha_viz.models.fused import fused_call
 from mha_viz.models.interventions import Intervention
 from mha_viz.models.self_check import self_check
 from mha_viz.models.tiled import Tiled, tiled_eager
@@ -59,6 +61,7 @@ class Recorder:
     made: int = 0  # attention calls made in this pass (recorded or not)
     calls: list[Call] = field(default_factory=list)
     masks: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, k_len, its split): shared by calls
+    causal: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, (q_len, k_len), exactly causal?)
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
     last: dict[int, Call] = field(default_factory=dict)
@@ -169,8 +172,10 @@ def mha_viz_attention(
         rec.calls.append(_record(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, out, weights))
         if tiled is not None:  # checked block by block; the statistics make any window exact on demand
             call = rec.calls[-1]
-            call.delta, call.row_max, call.row_lse = tiled.delta, tiled.m, tiled.lse
-            call.tiles, call.tile_f = tiled.tiles, tiled.tile_f
+            # on the CPU like the rest of the Call (a GPU pass computes them on the device)
+            call.row_max, call.row_lse = (None if t is None else t.cpu() for t in (tiled.m, tiled.lse))
+            call.delta = tiled.delta
+            call.tiles, call.tile_f, call.fused = tiled.tiles, tiled.tile_f, tiled.fused
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
     if not again:
@@ -193,9 +198,13 @@ def _tiled(rec: Recorder, module: torch.nn.Module, eager: Callable, args: tuple,
     ``keep``. Shapes: args = (query, key, value, mask, ...) as the eager function takes them."""
     query, key, value, mask = args[:4]
     f = pool_factor(int(query.shape[-2]), int(key.shape[-2]), rec.tile_cells) if rec.tile_cells and keep else 0
-    named = _named(eager, module, args, kwargs) if keep else None
-    return tiled_eager(eager, module, query, key, value, mask, args[4:], kwargs, rec.tile_block, named,
-                       rec.check_rows, f)  # fmt: skip
+    named = _named(eager, module, args, kwargs)
+    got = fused_call(eager, module, query, key, value, mask, args[4:], kwargs, named, rec.tile_block, keep,
+                     rec.check_rows if keep else TILE_CHECK_ROWS, f, rec.causal)  # fmt: skip
+    if got is not None:
+        return got
+    return tiled_eager(eager, module, query, key, value, mask, args[4:], kwargs, rec.tile_block,
+                       named if keep else None, rec.check_rows, f)  # fmt: skip
 
 
 def _record(

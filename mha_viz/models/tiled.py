@@ -27,6 +27,7 @@ class Tiled:
     delta: float = 0.0
     tiles: np.ndarray | None = None
     tile_f: int = 0
+    fused: bool = False  # computed by models/fused.py (one flash-attention kernel), not in eager blocks
 
 
 def _rows(t: torch.Tensor | None, sl: slice) -> torch.Tensor | None:
@@ -75,7 +76,7 @@ def tiled_eager(
         worst = max(worst, _check(query[:, :, sl], key, (w.detach(), lo), mb, pos, lse, named, d, check_rows))
         if tile_f:  # the block's tiles of the model's weights, zeros outside its keys
             block = np.zeros((h, -(-(sl.stop - r) // tile_f), -(-n_k // tile_f)), dtype=np.float32)
-            block[..., lo // tile_f : -(-hi // tile_f)] = tile_means(w[0].detach(), tile_f, n_k - lo).numpy()
+            block[..., lo // tile_f : -(-hi // tile_f)] = tile_means(w[0].detach(), tile_f, n_k - lo).cpu().numpy()
             tiles.append(block)
     return Tiled(
         out=torch.cat(outs, dim=1),
@@ -118,7 +119,7 @@ def _check(
     the mask and scaling as a Call records them) and for the statistics' weights (tiles.window_weights)."""
     r = q.shape[-2]
     w, lo = span  # the model's weights [b, h, r, c] of keys lo … lo + c − 1
-    idx = torch.arange(r) if not check_rows or check_rows >= r else torch.linspace(0, r - 1, check_rows).round().long()
+    idx = check_rows_of(r, check_rows)
     scale, softcap, sink = _numbers(named, d)
     if mask is not None and mask.shape[-2] > 1:
         mask = mask[..., idx, :]  # the check rows only
@@ -129,9 +130,44 @@ def _check(
         bias = fin if bias is None else fin + bias
     _, ours, _ = attention_pattern(q[:, :, idx].float(), k.float(), scale=scale, softcap=softcap, bias=bias,
                                    allowed=allowed, sink=sink)  # fmt: skip
-    theirs = torch.zeros(*w.shape[:2], len(idx), k.shape[-2], dtype=torch.float32)
+    theirs = torch.zeros(*w.shape[:2], len(idx), k.shape[-2], dtype=torch.float32, device=ours.device)
     theirs[..., lo : lo + w.shape[-1]] = w[:, :, idx].float()
     want = applied_weights(theirs, ours, sink is not None)
     stats = window_weights(q[:, :, idx], k, lse[..., idx], scale, softcap, bias, allowed, sink is not None, k.shape[-2])
     delta = max(float((ours - want).abs().max()), float((stats - want).abs().max()))
     return delta if delta == delta else float("nan")
+
+
+def check_rows_of(r: int, check_rows: int) -> torch.Tensor:
+    """A block's check rows: ``check_rows`` of its ``r`` rows spread evenly, first and last included (0: all)."""
+    return torch.arange(r) if not check_rows or check_rows >= r else torch.linspace(0, r - 1, check_rows).round().long()
+
+
+def check_span(
+    eager: Callable, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    mask: torch.Tensor | None, args: tuple, kwargs: dict, named: dict, idx: torch.Tensor, out: torch.Tensor,
+    lse: torch.Tensor, cells: int,
+) -> tuple[float, float]:  # fmt: skip
+    """A call computed elsewhere (models/fused.py) checked on rows ``idx``: the model's own eager attention on those
+    rows alone (a few rows at a time, at most cells / 4 scores), its output against ``out`` and its weights against
+    our recomputation and the statistics' (_check). Returns (max |output difference|, the self-check's delta).
+    Shapes: query [b, h, n, d]; key, value [b, kv, n_k, d]; mask [b|1, 1, n|1, n_k] or None; out [b, n, h, d];
+    lse [b, h, n]."""
+    _, h, n, d = query.shape
+    n_k = int(key.shape[-2])
+    out_worst, worst = 0.0, 0.0
+    for sl in query_blocks(len(idx), h, n_k, max(1, cells // 4)):
+        rows = idx[sl]
+        mb = mask if mask is None or mask.shape[-2] == 1 else mask[..., rows, :]
+        extra = {
+            name: t[..., rows, :] if _pairwise(t, n, n_k) and t.shape[-2] == n else t for name, t in kwargs.items()
+        }
+        o, w = eager(module, query[:, :, rows], key, value, mb, *args, **extra)  # [b, r, h, d], [b, h, r, n_k]
+        out_worst = _worse(out_worst, float((o.detach() - out[:, rows]).abs().max()))
+        worst = _worse(worst, _check(query[:, :, rows], key, (w.detach(), 0), mb, None, lse[..., rows], named, d, 0))
+    return out_worst, worst
+
+
+def _worse(a: float, b: float) -> float:
+    """The larger of two differences, NaN if either is."""
+    return b if b != b or b > a else a

@@ -29,7 +29,7 @@ def _value_norms(lm: LoadedModel, rec: Recording, part: str, layer: int, config:
     """‖v_j W_O^h‖ with the sidebar's W^O edits (as norms.value_norms on the layer's trace). Shapes: [h, n_k]."""
     call = rec.run.calls[(part, layer)]
     h = call.q.shape[1]
-    w_o, _ = edited_wo(lm, call, part, layer, config)  # [h, dv, d]
+    w_o, _ = edited_wo(lm, lm.site(part, layer), call, config)  # [h, dv, d]
     v = call.v[0].to(resolve_dtype(config.dtype)).double()  # [kv, n_k, dv]
     per_head = v[torch.arange(h) // (h // v.shape[0])]  # [h, n_k, dv]
     return (per_head @ w_o.to(resolve_dtype(config.dtype)).double()).norm(dim=-1).numpy()

@@ -7,10 +7,11 @@ import torch
 
 from mha_viz.config import Config
 from mha_viz.edits import ablate_heads, apply_wo, edit_wo, regroup_heads, scale_heads
+from mha_viz.models.arch import Site
 from mha_viz.models.call import Call
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.moa import routing_of
-from mha_viz.models.run import output_projection
+from mha_viz.models.offload import linear_in_out
 from mha_viz.trace import AttentionWeights, MhaVizError, Routing
 
 
@@ -22,11 +23,12 @@ def wo_factors(config: Config) -> dict[int, float]:
 
 
 def routed(
-    lm: LoadedModel, call: Call, part: str, layer: int, config: Config
+    lm: LoadedModel, site: Site, call: Call, config: Config
 ) -> tuple[Routing | None, torch.Tensor | None, torch.Tensor | None]:
     """A mixture of attention heads' routing, every expert's W^O as heads and the layer's bias, else (None, None,
-    None). Shapes: returns W_O [n_experts * n_kv_heads, d_head, d], b_O [d]."""
-    moa = lm.site(part, layer).moa
+    None). ``site``: the layer's, looked up once by the caller (lm.site). Shapes: returns W_O
+    [n_experts * n_kv_heads, d_head, d], b_O [d]."""
+    moa = site.moa
     if not moa:
         return None, None, None
     if config.wo != "learned" or wo_factors(config):
@@ -41,13 +43,12 @@ def routed(
 _PER_TOKEN = "this layer's W^O is chosen per token (a mixture of attention heads: each token's experts)"
 
 
-def edited_wo(
-    lm: LoadedModel, call: Call, part: str, layer: int, config: Config
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The layer's W^O per head after the W^O what-if and head factors. Shapes: returns [h, d_v, d], [d]."""
-    if lm.site(part, layer).moa:
+def edited_wo(lm: LoadedModel, site: Site, call: Call, config: Config) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The layer's W^O per head after the W^O what-if and head factors (``site``: the layer's, looked up once by
+    the caller). Shapes: returns [h, d_v, d], [d]."""
+    if site.moa:
         raise MhaVizError(_PER_TOKEN + ", so no one W^O per head can be used here")
-    w_in, b_o = output_projection(lm, part, layer)  # [h*dv, d], [d]
+    w_in, b_o = linear_in_out(lm.model.get_submodule(site.wo))  # [h*dv, d], [d] (copies)
     h, dv = call.q.shape[1], call.v.shape[-1]  # W^O reads value heads (MLA: d_v ≠ d_qk)
     return edit_wo(w_in.reshape(h, dv, -1), b_o, config.wo, config.wo_seed, wo_factors(config))
 

@@ -27,6 +27,7 @@ from mha_viz.ui.context import Ctx, unmet
 from mha_viz.ui.errors import guarded
 from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
+from mha_viz.ui.long_cancel import cancel_button, cancel_key, cancelled, cancelled_notice
 from mha_viz.ui.memo import collect_garbage, drop_held
 from mha_viz.ui.opened import follow_model
 from mha_viz.ui.registry import BY_NAME, REGISTRY
@@ -42,6 +43,7 @@ from mha_viz.ui.sidebar import (
     mask_controls,
     part_control,
     plain,
+    selection,
     show_ignored,
     sidebar,
     url_value,
@@ -82,22 +84,29 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     find = lambda: found_head(c.config, c.text, target, part)
     follow_model(c, lm.name, n_layers, find)  # another model: its own found head, never the layer of the one before
     layer = layer_control(c, n_layers, lambda: getattr(find(), "layer", 0))
-    long = long_unrecorded(c.config, c.text, target)
+    sel = selection(c, part, target, layer)  # the one request value: every view and cache below takes it
+    long = long_unrecorded(sel)
+    stop = cancel_key(c.config, c.text, target)
+    if long and cancelled(stop):  # Cancel was clicked during this text's recording: said, not started again
+        cancelled_notice(lm.name)
+        return None
     if long and _wanted_view() == "Heads":  # the shown layer first
-        with _layers_counted(st.empty(), f"Running {lm.name} as far as layer {layer} (the other layers follow)"):
-            guarded(lambda: stack.enter_context(first_layer(c.config, c.text, part, layer)))
+        with _layers_counted(st.empty(), f"Running {lm.name} as far as layer {layer} (the other layers follow)",
+                             (stop, "first")):  # fmt: skip
+            guarded(lambda: stack.enter_context(first_layer(sel)))
         if not provisional():  # it failed, and said why
             return None
     whole = long and not provisional()  # another view: the whole pass now, its layers counted
-    counted = _layers_counted(st.empty(), f"Recording every layer of {lm.name} for this text") if whole else None
+    what = f"Recording every layer of {lm.name} for this text"
+    counted = _layers_counted(st.empty(), what, (stop, "whole")) if whole else None
     with st.spinner("Computing…"), counted or contextlib.nullcontext():
-        base = guarded(lambda: get_base(c.config, c.text, target, part, layer))
+        base = guarded(lambda: get_base(sel))
     if base is None:
         return None
     for tokens in {id(t): t for t in (base.tokens, base.key_tokens) if t.cut}.values():  # what was cut, once
         text = c.text if tokens.cut.what == "text" else target
         st.warning(plain(cut_notice(tokens.cut, "word tokens" if tokens.cut.unit == "words" else lm.name, text)))
-    return Ctx(c=c, layer=layer, part=part, target=target, base=base)
+    return Ctx(c=c, sel=sel, base=base)
 
 
 def main() -> None:
@@ -145,11 +154,11 @@ def _record_rest(ctx: Ctx, slot: st.delta_generator.DeltaGenerator) -> None:
     """A long text drawn from its first layer: record the whole pass now, with the layers counted in a progress
     bar, then run the page again (the found head, the Overview's tiles and every other view need every layer)."""
     what = f"Recording every layer of {ctx.base.model_name} (for the found head, the role labels and the other views)"
-    with _layers_counted(slot, what):
-        rec = guarded(lambda: recording_of(ctx.config, ctx.c.text, ctx.target))
+    with _layers_counted(slot, what, (cancel_key(ctx.config, ctx.text, ctx.target), "rest")):
+        rec = guarded(lambda: recording_of(ctx.sel))
     if rec is None:
         return
-    if is_recorded(ctx.config, ctx.c.text, ctx.target):
+    if is_recorded(ctx.sel):
         st.rerun()
     slot.info(  # held for this run only: running the page again would record it again, and again
         "This text's recording is larger than the server keeps, so the found head and the views that read every "
@@ -158,11 +167,16 @@ def _record_rest(ctx: Ctx, slot: st.delta_generator.DeltaGenerator) -> None:
 
 
 @contextlib.contextmanager
-def _layers_counted(slot: st.delta_generator.DeltaGenerator, what: str) -> Iterator[None]:
+def _layers_counted(
+    slot: st.delta_generator.DeltaGenerator, what: str, stop: tuple[str, str] | None = None
+) -> Iterator[None]:
     """A progress bar in ``slot`` that a long text's pass inside the block moves layer by layer (emptied after).
     torch's threads are chosen again after each layer (runtime.threads.adapt; the pass itself starts with a fresh
     look, ui.cache): the browser drawing the page beside it is busy for a moment, not for the whole pass."""
-    bar = slot.progress(0.0, text=f"{what}…")
+    box = slot.container()
+    bar = box.progress(0.0, text=f"{what}…")
+    if stop is not None:  # (cancel_key, tag): a Cancel button under the bar (ui/long_cancel.py)
+        cancel_button(box, *stop)
 
     def told(done: int, total: int) -> None:
         adapt()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_viz.config import Config
+from mha_viz.config import Config, OwnWeights, Source
 from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.own import save_weights
 from mha_viz.pipeline import own_road
@@ -22,6 +22,7 @@ from mha_viz.pipeline import road as pipeline
 from mha_viz.pipeline.road import Call, LoadedModel, Tokens
 from mha_viz.runtime.allocator import tune_allocator
 from mha_viz.runtime.threads import adapt_now
+from mha_viz.selection import Selection
 from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionTrace, AttentionWeights, MhaVizError
 from mha_viz.ui.guard import unchecked, watch_model
@@ -32,9 +33,9 @@ from mha_viz.ui.pass_budget import admitted_pass
 tune_allocator()  # the app's process: big arrays go back to the system when freed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Base:
-    """What every view needs to know about the chosen model, attention kind and text."""
+    """What every view needs to know about the chosen model, attention kind and text (built by keyword)."""
 
     tokens: Tokens  # query side
     key_tokens: Tokens  # key side (the source text for cross-attention)
@@ -94,17 +95,17 @@ def _pass_progress() -> Callable[[int, int], None] | None:
     return told
 
 
-def is_recorded(config: Config, text: str, target: str | None) -> bool:
-    """Whether the model's whole recorded pass over the text is in the cache (nothing is computed)."""
-    return get_recording.holds(config.model_name, config.model_device, text, target)
+def is_recorded(sel: Selection) -> bool:
+    """Whether the model's whole recorded pass over the selection's text is in the cache (nothing is computed)."""
+    return get_recording.holds(*sel.recorded)
 
 
-def long_unrecorded(config: Config, text: str, target: str | None) -> bool:
+def long_unrecorded(sel: Selection) -> bool:
     """A long text (a slim recording) whose whole pass is not recorded yet: worth drawing one layer first."""
-    if config.own or target or is_recorded(config, text, target):
+    if sel.config.own or sel.target or is_recorded(sel):
         return False
     try:
-        return pipeline.is_slim(model_of(config), text, target)
+        return pipeline.is_slim(model_of(sel.config), sel.text, sel.target)
     except MhaVizError:  # an empty text, say: the page's own calls say so
         return False
 
@@ -119,12 +120,14 @@ def get_first_layer(model_name: str, device: str, text: str, part: str | None, l
 
 
 @contextmanager
-def first_layer(config: Config, text: str, part: str, layer: int) -> Iterator[None]:
-    """Inside the block, the one-layer callers (get_base, get_trace, whole_layer) read a long text's ``layer`` from
-    its partial recording (get_first_layer) instead of waiting for the whole pass; every other caller still gets
-    the whole recording (recording_of without ``layer``), so nothing that needs every layer sees a partial one."""
-    rec = get_first_layer(config.model_name, config.model_device, text, part, layer)
-    token = _FIRST.set(((config.model_name, config.model_device, text), rec))
+def first_layer(sel: Selection) -> Iterator[None]:
+    """Inside the block, the one-layer callers (get_base, get_trace, whole_layer) read a long text's selected layer
+    from its partial recording (get_first_layer) instead of waiting for the whole pass; every other caller still
+    gets the whole recording (recording_of without ``one_layer``), so nothing that needs every layer sees a partial
+    one."""
+    model, device, text, _ = sel.recorded
+    rec = get_first_layer(model, device, text, sel.part, sel.layer)
+    token = _FIRST.set(((model, device, text), rec))
     try:
         yield
     finally:
@@ -146,20 +149,19 @@ def recording_progress(told: Callable[[int, int], None]) -> Iterator[None]:
         _PROGRESS.reset(token)
 
 
-def recording_of(
-    config: Config, text: str, target: str | None, layer: tuple[str, int] | None = None
-) -> pipeline.Recording:
-    """The model's recorded pass. Own weights have none: a view that asks for one would draw the bundled model
-    under an "own weights" caption, so it is refused here, where every such view passes (see own_patterns).
-    ``layer`` (part, layer): the caller reads only that call, so inside first_layer() a long text's partial
-    recording of it will do."""
-    if config.own:
+def recording_of(sel: Selection, one_layer: bool = False) -> pipeline.Recording:
+    """The model's recorded pass over the selection's text (and decoder text). Own weights have none: a view that
+    asks for one would draw the bundled model under an "own weights" caption, so it is refused here, where every
+    such view passes (see own_patterns). ``one_layer``: the caller reads only the selected layer's call, so inside
+    first_layer() a long text's partial recording of it will do."""
+    if sel.config.own:
         raise MhaVizError("This view needs a pretrained model's recorded pass; own weights are one layer: choose "
                           "a pretrained model in the sidebar for it.")  # fmt: skip
     first = _FIRST.get()
-    if first is not None and first[0] == (config.model_name, config.model_device, text) and layer in first[1].run.calls:
+    key = None if not one_layer or first is None or first[0] != sel.recorded[:3] else (sel.part, sel.layer)
+    if key is not None and (model_of(sel.config).part(key[0]), key[1]) in first[1].run.calls:  # its partial one
         return first[1]
-    return get_recording(config.model_name, config.model_device, text, target)
+    return get_recording(*sel.recorded)
 
 
 def own_patterns(config: Config, text: str, measure: str = "weight") -> np.ndarray:
@@ -167,7 +169,7 @@ def own_patterns(config: Config, text: str, measure: str = "weight") -> np.ndarr
     pretrained model. Shapes: [1, H, n, n] float32."""
     from mha_viz.analysis.norms import shown_pattern
 
-    return shown_pattern(get_trace(config, text, None, None, 0), measure)[None]
+    return shown_pattern(get_trace(Selection(config, text)), measure)[None]
 
 
 @sized_cache(max_entries=8, max_mb=64)
@@ -176,82 +178,92 @@ def get_own(config: Config, text: str) -> tuple[Tokens, AttentionTrace]:
     return tokens, trace
 
 
-def get_base(config: Config, text: str, target: str | None, part: str | None, layer: int) -> Base:
+def get_base(sel: Selection) -> Base:
+    """What every view needs to know about the selected model, attention kind, layer and text."""
+    config = sel.config
     if config.own:  # sizes only: the trace itself waits until the view's budget is checked
-        tokens = own_road.own_tokens(model_of(config), text, config)
+        tokens = own_road.own_tokens(model_of(config), sel.text, config)
         w = get_own_weights(config)
-        return Base(tokens, tokens, "encoder", ("encoder",), 1, w.n_heads, w.n_kv_heads, w.d_head, w.d_model, False,
-                    True, "own weights", True)  # fmt: skip
+        return Base(
+            tokens=tokens, key_tokens=tokens, part="encoder", parts=("encoder",), n_layers=1, n_heads=w.n_heads,
+            n_kv_heads=w.n_kv_heads, d_head=w.d_head, d_model=w.d_model, causal=False, plain=True,
+            model_name="own weights", own=True,
+        )  # fmt: skip
     lm = model_of(config)
-    part = lm.part(part)
-    rec = recording_of(config, text, target, (part, layer))
-    site = lm.site(part, layer)
-    call = rec.run.calls[(part, layer)]
+    at = pipeline.layer_of(lm, recording_of(sel, one_layer=True), sel)
+    call = at.call
     return Base(
-        rec.query_tokens(part), rec.key_tokens(part), part, lm.parts, lm.n_layers(part), int(call.q.shape[1]),
-        int(call.k.shape[1]), int(call.q.shape[-1]), pipeline.d_model(rec), site.causal, bool(site.qkv),
-        lm.name, False,
+        tokens=at.rec.query_tokens(at.part), key_tokens=at.rec.key_tokens(at.part), part=at.part, parts=lm.parts,
+        n_layers=lm.n_layers(at.part), n_heads=int(call.q.shape[1]), n_kv_heads=int(call.k.shape[1]),
+        d_head=int(call.q.shape[-1]), d_model=pipeline.d_model(at.rec), causal=at.site.causal,
+        plain=bool(at.site.qkv), model_name=lm.name, own=False,
     )  # fmt: skip
 
 
-def get_trace(
-    config: Config, text: str, target: str | None, part: str | None, layer: int, x: bool = True
-) -> AttentionTrace:
-    """The traced layer after the what-if edits in ``config``. ``x`` False: a view that shows only weights does not
-    need a long text's X (pipeline.layer_trace); short texts always have it (one cache entry either way)."""
-    whole = x or config.own or not recording_of(config, text, target, (model_of(config).part(part), layer)).slim
-    return _get_trace(config, text, target, part, layer, whole)
+def get_trace(sel: Selection, x: bool = True) -> AttentionTrace:
+    """The selected layer's trace after the what-if edits in sel.config. ``x`` False: a view that shows only weights
+    does not need a long text's X (pipeline.trace_at); short texts always have it (one cache entry either way)."""
+    whole = x or sel.config.own or not recording_of(sel, one_layer=True).slim
+    return _get_trace(sel, whole)
 
 
 @sized_cache(max_entries=64, max_mb=256)
-def _get_trace(config: Config, text: str, target: str | None, part: str | None, layer: int, x: bool) -> AttentionTrace:
-    if config.own:
-        return get_own(config, text)[1]
-    lm = model_of(config)
-    if x:
-        rec = whole_layer(config, text, target, part, layer)
-    else:
-        rec = recording_of(config, text, target, (lm.part(part), layer))
-    return pipeline.layer_trace(lm, rec, part, layer, config, x=x)
+def _get_trace(sel: Selection, x: bool) -> AttentionTrace:
+    if sel.config.own:
+        return get_own(sel.config, sel.text)[1]
+    rec = whole_layer(sel) if x else recording_of(sel, one_layer=True)
+    return pipeline.trace_at(pipeline.layer_of(model_of(sel.config), rec, sel), sel.config, x=x)
 
 
 @sized_cache(max_entries=4, max_mb=128)
-def get_layer_call(config: Config, text: str, target: str | None, part: str, layer: int) -> Call:
-    """One layer's whole call (X, W^O in and out, pre-rotary q and k) of a slim recording: the model run as
-    far as this layer, once per layer (at 2048 tokens of SmolLM2, ~30 MB)."""
-    return pipeline.layer_call(model_of(config), recording_of(config, text, target), part, layer)
+def _layer_call(source: Source, text: str, target: str | None, part: str, layer: int) -> Call:
+    """One layer's whole call (X, W^O in and out, pre-rotary q and k) of a slim recording: the model run as far as
+    this layer, once per layer (at 2048 tokens of SmolLM2, ~30 MB). Keyed by where the model comes from alone."""
+    sel = Selection(Config.of(source=source), text, target, part, layer)
+    return pipeline.layer_of(model_of(sel.config), recording_of(sel), sel).whole_call()
 
 
-def whole_layer(config: Config, text: str, target: str | None, part: str | None, layer: int) -> pipeline.Recording:
-    """The recording with ``layer`` whole (a short text's recording is whole already)."""
-    part = model_of(config).part(part)
-    rec = recording_of(config, text, target, (part, layer))
+def whole_layer(sel: Selection) -> pipeline.Recording:
+    """The recording with the selected layer whole (a short text's recording is whole already)."""
+    part = model_of(sel.config).part(sel.part)
+    rec = recording_of(sel, one_layer=True)
     if not rec.slim or rec.partial:  # a partial recording's one call is whole already
         return rec
-    return pipeline.with_call(rec, part, layer, get_layer_call(config, text, target, part, layer))
+    call = _layer_call(sel.config.source, sel.text, sel.target, part, sel.layer)
+    return pipeline.with_call(rec, part, sel.layer, call)
+
+
+def get_all_patterns(sel: Selection, measure: str = "weight") -> np.ndarray:
+    """Every layer's pattern of the selected part (weights, or contribution shares), whatever the selected layer.
+    Shapes: [L, H, q_pos, k_pos] float32."""
+    return _all_patterns(sel.at_every_layer(), measure)
 
 
 @sized_cache(max_entries=16, max_mb=192)
-def get_all_patterns(
-    config: Config, text: str, target: str | None, part: str | None, measure: str = "weight"
-) -> np.ndarray:
-    """Every layer's pattern of one part (weights, or contribution shares). Shapes: [L, H, q_pos, k_pos] float32."""
-    if config.own:
-        return own_patterns(config, text, measure)
-    lm = model_of(config)
-    return studies.all_patterns(lm, recording_of(config, text, target), part, config, measure)
+def _all_patterns(sel: Selection, measure: str) -> np.ndarray:
+    if sel.config.own:
+        return own_patterns(sel.config, sel.text, measure)
+    return studies.all_patterns(model_of(sel.config), recording_of(sel), sel.part, sel.config, measure)
+
+
+def get_own_weights(config: Config) -> AttentionWeights:
+    """Own weights (made or loaded once per own-weights settings, whatever the what-ifs; at most 4 × 64 MB)."""
+    return _own_weights(config.own_weights)
 
 
 @sized_cache(max_entries=4, max_mb=160)
-def get_own_weights(config: Config) -> AttentionWeights:
-    """Own weights (made or loaded once per config; at most 4 × 64 MB)."""
-    return own_road.own_weights(config)
+def _own_weights(own: OwnWeights) -> AttentionWeights:
+    return own_road.own_weights(Config.of(own_weights=own))
+
+
+def get_weights_file(config: Config) -> bytes:
+    """The own weights of ``config`` as .safetensors bytes (for the download button; at most the upload limit)."""
+    return _weights_file(config.own_weights)
 
 
 @sized_cache(max_entries=8, max_mb=40)
-def get_weights_file(config: Config) -> bytes:
-    """The own weights of ``config`` as .safetensors bytes (for the download button; at most the upload limit)."""
-    return save_weights(get_own_weights(config))
+def _weights_file(own: OwnWeights) -> bytes:
+    return save_weights(_own_weights(own))
 
 
 def tokens_of(config: Config, text: str) -> Tokens:

@@ -9,6 +9,7 @@ import numpy as np
 from mha_viz.config import Config
 from mha_viz.pipeline.road import Tokens
 from mha_viz.pooling import block_means, pool_factor
+from mha_viz.selection import Selection
 from mha_viz.ui.cache import get_trace, model_of, own_patterns, recording_of
 from mha_viz.ui.memo import sized_cache
 
@@ -22,7 +23,9 @@ def get_focus_weights(
 
     if config.own:
         return own_patterns(config, text, measure)[:, :, q, k]
-    return rows.focus_weights(model_of(config), recording_of(config, text, target), part, config, q, k, measure)
+    return rows.focus_weights(
+        model_of(config), recording_of(Selection(config, text, target)), part, config, q, k, measure
+    )
 
 
 @sized_cache(max_entries=16, max_mb=16)
@@ -33,7 +36,7 @@ def get_focus_column(
     Shapes: [L, H, n_queries] float32."""
     from mha_viz.pipeline import rows
 
-    return rows.focus_column(model_of(config), recording_of(config, text, target), part, config, k, queries)
+    return rows.focus_column(model_of(config), recording_of(Selection(config, text, target)), part, config, k, queries)
 
 
 @sized_cache(max_entries=16, max_mb=64)
@@ -52,13 +55,13 @@ def get_pooled_patterns(
         f = pool_factor(p.shape[-2], p.shape[-1], max_cells)
         return block_means(p, f), f
     lm = model_of(config)
-    return rows.pooled_patterns(lm, recording_of(config, text, target), part, config, max_cells, measure, keep, keep_k)
+    return rows.pooled_patterns(
+        lm, recording_of(Selection(config, text, target)), part, config, max_cells, measure, keep, keep_k
+    )
 
 
 @sized_cache(max_entries=64, max_mb=1)
-def get_role_labels(
-    config: Config, text: str, target: str | None, part: str | None, layer: int, tokens: Tokens
-) -> tuple[str, ...]:
+def get_role_labels(sel: Selection, tokens: Tokens) -> tuple[str, ...]:
     """Each head's role label from this layer's own pattern (roles.head_roles; the Heads grid's titles), computed
     once per layer: at 2048 tokens it reads 9 × 2048 × 2048 weights. ``tokens``: the layer's query tokens."""
     from mha_viz.analysis.roles import head_roles, is_punctuation
@@ -66,7 +69,7 @@ def get_role_labels(
     special = np.asarray(tokens.special, dtype=bool)
     names = [p for p, s in zip(tokens.pieces, tokens.special, strict=True) if s]
     punct = np.asarray([is_punctuation(p) for p in tokens.pieces], dtype=bool)
-    pattern = get_trace(config, text, target, part, layer, x=False).pattern.numpy()  # [h, n, n]
+    pattern = get_trace(sel, x=False).pattern.numpy()  # [h, n, n]
     return tuple(str(label) for label in head_roles(pattern, special, punct, names, tokens.ids)["label"])
 
 
@@ -77,4 +80,4 @@ def get_focus_rows(config: Config, text: str, target: str | None, part: str | No
 
     if config.own:
         return own_patterns(config, text)[:, :, q]
-    return rows.focus_rows(model_of(config), recording_of(config, text, target), part, config, q)
+    return rows.focus_rows(model_of(config), recording_of(Selection(config, text, target)), part, config, q)

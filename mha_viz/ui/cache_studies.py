@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz.config import MAX_SWEEP_HEADS, Config
+from mha_viz.config import MAX_SWEEP_HEADS, Config, OwnWeights, Source, WhatIfs
 from mha_viz.edits import divisors
 from mha_viz.pipeline import own_road
 from mha_viz.pipeline import road as pipeline
+from mha_viz.selection import Selection
 from mha_viz.studies import circuit_report, circuits, claims, importance
 from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionWeights
@@ -22,61 +23,60 @@ def sweep_counts(width: int) -> list[int]:
     return [h for h in divisors(width) if h <= MAX_SWEEP_HEADS]
 
 
-def _plain_layer(config: Config, text: str, target: str | None, part: str | None, layer: int):
-    """(weights, X) of a plain-linear layer (own weights: the whole layer)."""
+def _plain_layer(sel: Selection) -> tuple[AttentionWeights, torch.Tensor]:
+    """(weights, X [n, d_model]) of a plain-linear layer (own weights: the whole layer)."""
+    config = sel.config
     if config.own:
         w = own_road.own_weights(config)
-        return w, own_road.own_input(model_of(config), text, config, w.d_model)[1]
-    lm = model_of(config)
-    rec = whole_layer(config, text, target, part, layer)
-    part = lm.part(part)
-    return pipeline.layer_weights(lm, rec, part, layer), pipeline.layer_input(rec, part, layer)
+        return w, own_road.own_input(model_of(config), sel.text, config, w.d_model)[1]
+    at = pipeline.layer_of(model_of(config), whole_layer(sel), sel)
+    return at.weights(), pipeline.call_input(at.call)
 
 
 @sized_cache(max_entries=16, max_mb=16)
-def get_sweep(config: Config, text: str, target: str | None, part: str | None, layer: int) -> dict[str, list[float]]:
-    weights, x = _plain_layer(config, text, target, part, layer)
+def get_sweep(sel: Selection) -> dict[str, list[float]]:
+    weights, x = _plain_layer(sel)
     counts = sweep_counts(weights.n_heads * weights.d_head)
-    return studies.headcount_sweep(weights, x, counts, Config(causal=config.causal, scaled=config.scaled,
-                                                              device=config.device))  # fmt: skip
+    masks = WhatIfs(causal=sel.config.causal, scaled=sel.config.scaled)  # only the masks and scaling of the what-ifs
+    return studies.headcount_sweep(weights, x, counts, Config.of(source=sel.config.source, what_ifs=masks))
 
 
 @sized_cache(max_entries=16, max_mb=64)
-def get_identity_pair(
-    config: Config, text: str, target: str | None, part: str | None, layer: int
-) -> claims.Equivalence:
+def get_identity_pair(sel: Selection) -> claims.Equivalence:
     """Claim (b) on a plain layer: h = 1 with W^O = I against plain self-attention, with the sidebar's scaling
     and the layer's mask."""
-    weights, x = _plain_layer(config, text, target, part, layer)
-    allowed = torch.isfinite(get_trace(config, text, target, part, layer).scores[0])  # [n, n]
-    return claims.identity_equivalence(weights, x, scaled=config.scaled, allowed=None if allowed.all() else allowed)
+    weights, x = _plain_layer(sel)
+    allowed = torch.isfinite(get_trace(sel).scores[0])  # [n, n]
+    return claims.identity_equivalence(weights, x, scaled=sel.config.scaled,
+                                       allowed=None if allowed.all() else allowed)  # fmt: skip
 
 
 @sized_cache(max_entries=16, max_mb=64)
-def get_loop_vs_batched(
-    config: Config, text: str, target: str | None, part: str | None, layer: int, plain: bool
-) -> claims.Equivalence:
+def get_loop_vs_batched(sel: Selection, plain: bool) -> claims.Equivalence:
     """Claim (a) on this layer as traced: a loop over heads against one big matrix (from X on plain layers)."""
-    trace = get_trace(config, text, target, part, layer)
-    weights, x = _plain_layer(config, text, target, part, layer) if plain else (None, None)
-    return claims.loop_vs_batched(trace, weights, x)
+    weights, x = _plain_layer(sel) if plain else (None, None)
+    return claims.loop_vs_batched(get_trace(sel), weights, x)
 
 
 @sized_cache(max_entries=16, max_mb=16)
-def get_plain_weights(config: Config, text: str, target: str | None, part: str | None, layer: int) -> AttentionWeights:
+def get_plain_weights(sel: Selection) -> AttentionWeights:
     """A plain layer's projections (the Lesson names their biases)."""
-    return _plain_layer(config, text, target, part, layer)[0]
+    return _plain_layer(sel)[0]
+
+
+def get_roles(sel: Selection) -> list[dict]:
+    """Role scores and labels for every layer × head (see roles.head_roles), whatever the selected layer."""
+    return _roles(sel.at_every_layer())
 
 
 @sized_cache(max_entries=16, max_mb=16)
-def get_roles(config: Config, text: str, target: str | None, part: str | None) -> list[dict]:
-    """Role scores and labels for every layer × head (see roles.head_roles)."""
-    tokens = (
-        tokens_of(config, text)
-        if config.own
-        else recording_of(config, text, target).query_tokens(model_of(config).part(part))
-    )
-    return studies.roles_table(tokens, get_all_patterns(config, text, target, part))
+def _roles(sel: Selection) -> list[dict]:
+    config = sel.config
+    if config.own:
+        tokens = tokens_of(config, sel.text)
+    else:
+        tokens = recording_of(sel).query_tokens(model_of(config).part(sel.part))
+    return studies.roles_table(tokens, get_all_patterns(sel))
 
 
 @sized_cache(max_entries=16, max_mb=32)
@@ -85,31 +85,45 @@ def get_ablation(config: Config, text: str, target: str | None, plan: tuple) -> 
     return studies.ablation_effect(model_of(config), text, {key: list(hs) for key, hs in plan}, target)
 
 
-@sized_cache(max_entries=8, max_mb=64)
-def get_head_weights(config: Config, part: str, layer: int) -> circuit_report.HeadWeights:
+def _weights_of(config: Config) -> Source | OwnWeights:
+    """What a model's weights depend on: own weights' settings, else where the model comes from (not the what-ifs)."""
+    return config.own_weights if config.own else config.source
+
+
+def get_head_weights(config: Config, part: str | None, layer: int) -> circuit_report.HeadWeights:
     """The layer's W_Q, W_K, W_V, W_O per head (own weights: their one layer, as made or loaded)."""
-    if config.own:
-        return circuit_report.own_layer_weights(own_road.own_weights(config))
-    return circuit_report.layer_weights(model_of(config), part, layer)
+    return _head_weights(_weights_of(config), part, layer)
+
+
+@sized_cache(max_entries=8, max_mb=64)
+def _head_weights(of: Source | OwnWeights, part: str | None, layer: int) -> circuit_report.HeadWeights:
+    if isinstance(of, OwnWeights):
+        return circuit_report.own_layer_weights(own_road.own_weights(Config.of(own_weights=of)))
+    return circuit_report.layer_weights(model_of(Config.of(source=of)), part, layer)
+
+
+def get_copying_map(config: Config, part: str) -> np.ndarray:
+    """Every head's OV copying score. Shapes: [n_layers, n_heads] (own weights: one layer)."""
+    return _copying_map(_weights_of(config), part)
 
 
 @sized_cache(max_entries=8, max_mb=1)
-def get_copying_map(config: Config, part: str) -> np.ndarray:
-    """Every head's OV copying score. Shapes: [n_layers, n_heads] (own weights: one layer)."""
-    if config.own:
-        return circuits.layer_copying_scores(get_head_weights(config, part, 0))[None]
-    return circuit_report.copying_map(model_of(config), part)
+def _copying_map(of: Source | OwnWeights, part: str) -> np.ndarray:
+    if isinstance(of, OwnWeights):
+        return circuits.layer_copying_scores(_head_weights(of, part, 0))[None]
+    return circuit_report.copying_map(model_of(Config.of(source=of)), part)
 
 
 @sized_cache(max_entries=32, max_mb=4)
-def get_token_pairs(config: Config, text: str, target: str | None, part: str, layer: int, head: int) -> dict:
+def get_token_pairs(sel: Selection, head: int) -> dict:
+    config, part, layer = sel.config, sel.part, int(sel.layer or 0)
     if config.own:  # no vocabulary of their own: the text's tokens, as the rows of X they are given
         w = get_head_weights(config, part, layer)
-        tokens, x = own_road.own_input(model_of(config), text, config, int(w.W_O.shape[-1]))
+        tokens, x = own_road.own_input(model_of(config), sel.text, config, int(w.W_O.shape[-1]))
         return circuit_report.text_pairs(w, head, x, tokens.ids, tokens.pieces)
     lm = model_of(config)
-    ids = recording_of(config, text, target).query_tokens(lm.part(part)).ids
-    return circuit_report.token_pairs(lm, get_head_weights(config, part, layer), head, ids)
+    ids = recording_of(sel).query_tokens(lm.part(part)).ids
+    return circuit_report.token_pairs(lm, get_head_weights(config, lm.part(part), layer), head, ids)
 
 
 IMPORTANCE = SizedCache("importance", max_entries=16, max_bytes=4 * 2**20)

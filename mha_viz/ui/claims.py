@@ -31,13 +31,13 @@ def show_identity_claim(
     if blocker:
         say(f"Not shown for this layer: {blocker}.{hint}")
         return
-    one = get_identity_pair(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    one = get_identity_pair(ctx.sel)
     if window is not None and window.stop - window.start < len(rows):
         one, rows = (
             dataclasses.replace(one, left=one.left[window], right=one.right[window], note=one.note + all_rows(one)),
             rows[window],
         )
-    show_equivalence(one, rows, "h = 1 and W^O = I vs plain single-head self-attention", key, ctx.c.image_format)
+    show_equivalence(one, rows, "h = 1 and W^O = I vs plain single-head self-attention", key, ctx.image_format)
 
 
 def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: str, image_format: str) -> None:

@@ -134,13 +134,17 @@ def forget_figures(prefix: str) -> None:
         del drawn[key]
 
 
-def plot(fig: go.Figure | dict, key: str, image_format: str, on_select: Callable | str = "ignore") -> object:
-    """st.plotly_chart with the toolbar's image download in the chosen format (png or svg)."""
+def plot(
+    fig: go.Figure | dict, key: str, image_format: str, on_select: Callable | str = "ignore",
+    selection_mode: str = "points",
+) -> object:  # fmt: skip
+    """st.plotly_chart with the toolbar's image download in the chosen format (png or svg); a callable ``on_select``
+    is called on a selection of ``selection_mode`` ("points", or "box": a box drawn on the chart)."""
     config = {
         "displaylogo": False,
         "toImageButtonOptions": {"format": image_format, "filename": f"mha-viz-{key}", "scale": 2},
     }
-    kwargs = {"on_select": _never_raises(on_select), "selection_mode": "points"} if callable(on_select) else {}
+    kwargs = {"on_select": _never_raises(on_select), "selection_mode": selection_mode} if callable(on_select) else {}
     drawn = _DRAWN.get()
     if drawn is None:  # a fragment's rerun: the view's dict from its last full run
         drawn = st.session_state.get(DRAWN_KEY)

@@ -5,13 +5,13 @@ clicks in choices.py."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
 from mha_viz.config import PART_NAMES, Config
+from mha_viz.selection import Selection
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.cache import Base, get_all_patterns, get_trace
 from mha_viz.ui.common import Shown, trace_shown
@@ -21,17 +21,41 @@ from mha_viz.ui.sidebar import Controls
 
 @dataclass(frozen=True)
 class Ctx:
-    """Everything a view needs: the controls, the chosen attention kind and layer, and what they hold."""
+    """Everything a view needs: the sidebar's selection (settings, text, decoder text, attention kind, layer: one
+    value, the key of the caches it is handed to), the other controls (``c``: display switches), and what the
+    selection holds (``base``)."""
 
     c: Controls
-    layer: int
-    part: str
-    target: str | None
+    sel: Selection
     base: Base
 
     @property
     def config(self) -> Config:
-        return self.c.config
+        return self.sel.config
+
+    @property
+    def text(self) -> str:
+        return self.sel.text
+
+    @property
+    def target(self) -> str | None:
+        return self.sel.target
+
+    @property
+    def part(self) -> str:
+        return self.base.part  # the selection's part as the model names it ("encoder" when it was left out)
+
+    @property
+    def layer(self) -> int:
+        return int(self.sel.layer or 0)
+
+    @property
+    def image_format(self) -> str:
+        return self.c.image_format
+
+    @property
+    def hide_special(self) -> bool:
+        return self.c.hide_special
 
     @property
     def special(self) -> tuple[bool, ...]:
@@ -50,8 +74,8 @@ class Ctx:
     def trace(self, layer: int | None = None, x: bool = True, **edits) -> AttentionTrace:
         """The layer's trace (this layer by default) with the sidebar's settings plus ``edits``. ``x`` False: a view
         that shows no X (nor pre-rotary q, k) spares a long text's pass to this layer (cache.get_trace)."""
-        config = dataclasses.replace(self.config, **edits) if edits else self.config
-        return get_trace(config, self.c.text, self.target, self.part, self.layer if layer is None else layer, x)
+        sel = self.sel if layer is None else self.sel.at(layer=layer)
+        return get_trace(sel.edited(**edits), x)
 
     @property
     def hidden(self) -> tuple[bool, ...]:
@@ -68,7 +92,7 @@ class Ctx:
 
     def hiding_not_applied(self, why: str) -> None:
         """Say so when "hide" is on but this view shows every token (and why)."""
-        if self.c.hide_special:
+        if self.hide_special:
             st.caption(f"Hiding tokens does not apply here: {why}")
 
     @property
@@ -84,13 +108,13 @@ class Ctx:
     def shown(self, trace: AttentionTrace, follow_measure: bool = False) -> Shown:
         """The trace ready to draw: its weights, or (``follow_measure`` and the switch on) its contributions."""
         measure = self.measure if follow_measure else "weight"
-        return trace_shown(trace, self.hidden, self.c.hide_special, self.key_hidden, measure)
+        return trace_shown(trace, self.hidden, self.hide_special, self.key_hidden, measure)
 
     def patterns(self, text: str | None = None, follow_measure: bool = False) -> np.ndarray:
         """Every layer's pattern for ``text`` (the sidebar's by default): weights, or (``follow_measure`` and the
         switch on) contribution shares. Shapes: [L, H, n_q, n_k]."""
         measure = self.measure if follow_measure else "weight"
-        return get_all_patterns(self.config, text or self.c.text, self.target, self.part, measure)
+        return get_all_patterns(self.sel.with_text(text) if text else self.sel, measure)
 
     def measure_note(self) -> None:
         """Say what is drawn when the contribution switch is on."""

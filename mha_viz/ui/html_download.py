@@ -32,7 +32,7 @@ def view_settings(name: str, ctx: Ctx) -> dict[str, str]:
         out["weights"] = "an uploaded .safetensors file"
     if ctx.target:
         out["target text"] = ctx.target
-    out |= {"measure": ctx.c.measure, "hide special tokens": str(ctx.c.hide_special)}
+    out |= {"measure": ctx.measure, "hide special tokens": str(ctx.hide_special)}
     return out
 
 
@@ -42,7 +42,7 @@ def html_button(name: str, ctx: Ctx, figures: dict[str, go.Figure | dict]) -> No
     if not figures:
         return
     settings = view_settings(name, ctx)
-    text = ctx.c.text
+    text = ctx.text
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "view"
     st.download_button(
         "Download this view (.html)",

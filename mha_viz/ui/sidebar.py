@@ -11,12 +11,15 @@ import streamlit as st
 from mha_viz.attention import available_devices, resolve_device
 from mha_viz.config import (
     DEFAULT_MODEL,
+    MAX_LONG_TEXT_CHARS,
     MAX_TEXT_CHARS,
     OWN,
     PART_NAMES,
     Config,
+    hosted,
 )
 from mha_viz.models.sources import SMOLLM2_ABOUT, allowed_models
+from mha_viz.selection import Selection
 from mha_viz.ui.links import (  # noqa: F401 (re-exported for the views)
     IGNORED,
     check_bool,
@@ -118,7 +121,8 @@ def sidebar() -> Controls:
     for key, used in (("causal", False), ("scaled", True), ("hide_special", False), ("contrib", False)):
         check_bool(key, used)
     check_choice("img", ["png", "svg"], "png")
-    check_text("text", MAX_TEXT_CHARS)
+    limit = MAX_TEXT_CHARS if hosted() else MAX_LONG_TEXT_CHARS  # local: SmolLM2's 8,192 tokens fit (in tiles)
+    check_text("text", limit)
     kind = sb.radio("Model", list(SOURCES), format_func=SOURCES.get, key="src", bind="query-params")
     model_id, own = "", {}
     if kind in SOURCE_NOTES:
@@ -133,7 +137,7 @@ def sidebar() -> Controls:
         own = own_controls()
     layer_slot = sb.container()
     text = sb.text_area(
-        TEXT_LABEL, DEFAULT_TEXT, key="text", bind="query-params", max_chars=MAX_TEXT_CHARS, height=120,
+        TEXT_LABEL, DEFAULT_TEXT, key="text", bind="query-params", max_chars=limit, height=120,
         help="Paste a text of any length: one longer than the model takes is cut to its limit, with a notice "
         "saying what was left out. Ctrl+Enter (⌘+Enter on a Mac) or clicking outside the box applies it.",
     )  # fmt: skip
@@ -236,3 +240,9 @@ def layer_control(controls: Controls, n_layers: int, default: Callable[[], int] 
     if st.session_state.get("layer", 0) >= n_layers:
         st.session_state["layer"] = 0
     return int(controls.layer_slot.selectbox("Layer", list(range(n_layers)), key="layer", bind="query-params"))
+
+
+def selection(controls: Controls, part: str, target: str | None, layer: int | None = None) -> Selection:
+    """The sidebar's one request value: its settings (masks included: mask_controls) and text, with the attention
+    kind and decoder text (part_control) and the layer (layer_control; None before it is drawn: every layer)."""
+    return Selection(controls.config, controls.text, target, part, layer)

@@ -22,7 +22,7 @@ def sink_panel(ctx: Ctx, trace: AttentionTrace) -> None:
     title = f"Share going to {', '.join(dict.fromkeys(names))} per head: by weight and by contribution"
     fig = paired_bars(head_names(trace.n_heads), shares["weight"], shares["contribution"],
                       ("weight α", "contribution ‖α·v·W_O‖"), title)  # fmt: skip
-    plot(fig, "sink_shares", ctx.c.image_format)
+    plot(fig, "sink_shares", ctx.image_format)
     st.caption(
         "Mean over query rows of the share each head sends to these tokens. Weight: Σ α over them. Contribution: the "
         "same share of ‖α_ij · v_j W_O^h‖, the length of what they actually send (Kobayashi et al. 2020). A tall "

@@ -71,9 +71,9 @@ def shown_head(
     c1, c2 = (plain(labels_a[int(i)]) for i in r["keys"])
     dest = [f"“{c1}” (referent 1)", f"“{c2}” (referent 2)", "sinks ([CLS], [SEP], first token)", "the rest"]
     title = f"Layer {la}, head {he}: where “{focus}”'s weight goes (shared keys, each sentence's sum 1)"
-    plot(paired_bars(dest, r["dest_a"][la, he], r["dest_b"][la, he], names, title), "two_dest", ctx.c.image_format)
+    plot(paired_bars(dest, r["dest_a"][la, he], r["dest_b"][la, he], names, title), "two_dest", ctx.image_format)
     title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
-    plot(paired_bars(keys, wa, wb, names, title), "two_bars", ctx.c.image_format)
+    plot(paired_bars(keys, wa, wb, names, title), "two_bars", ctx.image_format)
     only_a = _listing([labels_a[i] for i in range(len(labels_a)) if i not in set(ia.tolist())])
     only_b = _listing([labels_b[j] for j in range(len(labels_b)) if j not in set(ib.tolist())])
     st.caption(
@@ -105,16 +105,16 @@ def _patterns(
         )
     places = (st.container(), st.container()) if long else tuple(st.columns(2))
     for col, text, q, labels, qlabels, name, key in (
-        (places[0], ctx.c.text, qa, labels_a, queries_a, "first", "two_head_a"),
+        (places[0], ctx.text, qa, labels_a, queries_a, "first", "two_head_a"),
         (places[1], text_b, qb, labels_b, queries_b, "second", "two_head_b"),
     ):
         with col:
-            p = get_trace(ctx.config, text, ctx.target, ctx.part, la, x=False).pattern[he].numpy()  # [n_q, n_k]
+            p = get_trace(ctx.sel.with_text(text).at(layer=la), x=False).pattern[he].numpy()  # [n_q, n_k]
             rows = _around(len(qlabels), q)
             what = "" if rows.stop - rows.start == len(qlabels) else f" (rows {rows.start}–{rows.stop - 1})"
             fig = matrix_heatmap(p[rows], labels, qlabels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
                                  value_name="weight", attention=True, width=FULL_WIDTH if long else 520)  # fmt: skip
-            plot(fig, key, ctx.c.image_format)
+            plot(fig, key, ctx.image_format)
 
 
 def _change(ctx: Ctx, pa: np.ndarray, pb: np.ndarray, pairs: list[tuple[int, int]], focus: str,
@@ -128,7 +128,7 @@ def _change(ctx: Ctx, pa: np.ndarray, pb: np.ndarray, pairs: list[tuple[int, int
             "only one sentence has counts fully: a head that looks only at the swapped word ranks high here."
         )
         layer_head_map(change, f"How much “{focus}” changes where it looks, per head", "change", "two_change",
-                       ctx.c.image_format)  # fmt: skip
+                       ctx.image_format)  # fmt: skip
     names = ["switched", "moved", "a1", "a2", "b1", "b2"]
     dest = [(k, d) for k in ("dest_a", "dest_b") for d in (2, 3)]  # each sentence's sinks and rest
     rows = [[x, y, *(f"{r[k][x, y]:.6g}" for k in names), *(f"{r[k][x, y, d]:.6g}" for k, d in dest),

@@ -74,7 +74,7 @@ def variant_section(ctx: Ctx, t: AttentionTrace, i: int, rows: slice, key: str) 
         return
     tok = list(t.tokens)
     figures = [_variant_figure(s, title, tok, rows) for s, title in zip(steps, numbered(steps), strict=True)]
-    plot_in_pairs(figures, key, ctx.c.image_format)
+    plot_in_pairs(figures, key, ctx.image_format)
 
 
 def plot_in_pairs(figures: list, key: str, image_format: str) -> None:

@@ -1,6 +1,6 @@
 """Fixtures for the browser tests: the app served by `streamlit run`, a headless Chromium, a page.
 
-One server per test module, one browser per session, a fresh page (and so a fresh Streamlit
+One server and one browser per session, a fresh page (and so a fresh Streamlit
 session) per test. A failing test leaves a full-page screenshot in tests/e2e/artifacts/.
 Chromium comes from the system (Debian: apt-get install chromium), never from `playwright install`;
 set MHA_VIZ_CHROMIUM to use another binary.
@@ -121,9 +121,10 @@ def serve_app(env: dict[str, str] | None = None) -> Iterator[str]:
         shutil.rmtree(log_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
-    """`streamlit run app.py` on a free local port; yields its base URL and stops it afterwards."""
+    """`streamlit run app.py` on a free local port; yields its base URL and stops it after the session. One server
+    for every browser test (each has its own page, so its own Streamlit session): a start costs 10-20 s here."""
     with serve_app() as url:
         yield url
 

@@ -45,11 +45,11 @@ def circuits_view(ctx: Ctx) -> None:
     for note in notes.not_shown:
         st.caption(note)
     qk, ov = circuits.qk_singular_values(w, head), circuits.ov_singular_values(w, head)
-    plot(spectra(qk, ov, f"{ctx.where.capitalize()}, head {head}: singular values"), "spectra", ctx.c.image_format)
+    plot(spectra(qk, ov, f"{ctx.where.capitalize()}, head {head}: singular values"), "spectra", ctx.image_format)
     score = circuits.head_copying_score(w, head)
     if score is not None:
         st.metric(f"Copying score of head {head}", f"{score:+.3f}")
-    pairs = get_token_pairs(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, head)
+    pairs = get_token_pairs(ctx.sel, head)
     ov_table, qk_table = pair_tables(pairs["ov"], pairs["qk"])
     c1, c2 = st.columns(2)
     if ov_table:
@@ -69,7 +69,7 @@ def _copying_map(ctx: Ctx, qk: np.ndarray | None, ov: np.ndarray | None) -> None
         st.info("The copying map needs every layer's V as a fixed linear map; this model's is not (see above).")
         return
     title = "OV copying score of every head; click a cell to open it here"
-    layer_head_map(scores.astype(np.float32), title, "copying score", "copy_map", ctx.c.image_format,
+    layer_head_map(scores.astype(np.float32), title, "copying score", "copy_map", ctx.image_format,
                    on_select=_open_from_map, diverging=True)  # fmt: skip
     L, H = scores.shape
     rows = [[la, he, f"{scores[la, he]:.6g}"] for la in range(L) for he in range(H)]

@@ -44,13 +44,13 @@ def compare_view(ctx: Ctx) -> None:
         with col:
             fig = cached_figure("matrix_heatmap", p[rows], keys, labels[rows], title, value_name="weight",
                                 attention=True, zmin=0.0, zmax=plan.top, title_chars=TITLE_CHARS)  # fmt: skip
-            plot(fig, key, ctx.c.image_format)
+            plot(fig, key, ctx.image_format)
     st.caption(plan.scale_note)
     d1, d2 = st.columns(2)
     with d1:
         fig = cached_figure("matrix_heatmap", pb[rows] - pa[rows], keys, labels[rows], plan.diff_title, diverging=True,
                             value_name="Δ weight", title_chars=TITLE_CHARS)  # fmt: skip
-        plot(fig, "cmp_diff", ctx.c.image_format)
+        plot(fig, "cmp_diff", ctx.image_format)
     _layer_heads(ctx, d2)
 
 
@@ -89,14 +89,14 @@ def _layer_heads(ctx: Ctx, d2: DeltaGenerator) -> None:
                 title_chars=TITLE_CHARS,  # drawn half a row wide: the title breaks into lines, never cut
             ),
             "similarity",
-            ctx.c.image_format,
+            ctx.image_format,
         )
     fig = head_bars(
         {"entropy (nats)": stats["entropy"], "attention to self": stats["self"]},
         names,
         f"Layer {ctx.layer}: broad (high entropy) vs focused heads; weight on the diagonal",
     )
-    plot(fig, "head_stats", ctx.c.image_format)
+    plot(fig, "head_stats", ctx.image_format)
     st.caption(
         "Entropy: mean over query rows of −Σ p log p (ln n = uniform). Attention to self: mean weight on the "
         "diagonal. Distance: Jensen–Shannon distance (base 2) between the two heads' rows, averaged over rows."

@@ -11,6 +11,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.corpus_stats import CLARK_PAPER, STATS_COLUMNS, StatsTable
+from mha_viz.analysis.plans import corpus as plan
 from mha_viz.analysis.roles import SCORE_KEYS
 from mha_viz.config import MAX_TEXT_CHARS
 from mha_viz.figures import clark_lines, corpus_map
@@ -59,11 +60,9 @@ def _run(ctx: Ctx, texts: Texts) -> CorpusRun | None:
     n = len(texts.texts)
     lengths, s = _lengths(ctx, texts.texts), sizes("Corpus", ctx)
     need, secs = budget.corpus_estimate(s, lengths)  # the corpus's own texts, not the sidebar's (issue 35 §4.9)
-    limit = budget.max_request_s()
-    if limit is not None and secs > limit:
-        st.error(f"Scoring {n:,} texts on {ctx.base.model_name} would take about {secs:,.0f} s; the limit per "
-                 f"request on this server is {limit:,.0f} s. Use fewer texts (Texts used) or a smaller "
-                 "model.")  # fmt: skip
+    refused = plan.refusal(n, ctx.base.model_name, secs, budget.max_request_s())
+    if refused:
+        st.error(refused)
         return None
     longest = dataclasses.replace(s, n_q=max(lengths), n_k=max(lengths))
     heads = ctx.base.n_layers * ctx.base.n_heads
@@ -74,7 +73,7 @@ def _run(ctx: Ctx, texts: Texts) -> CorpusRun | None:
 
     key = f"corpus_go_{texts.digest}_{n}_{config.model_name}"
     with own_input("Corpus", ctx, longest, need=need, secs=secs, what=f"Scoring {n:,} texts"):
-        return long_run(key, f"Score {n:,} texts", n * heads <= AUTO_CELLS, waiting,
+        return long_run(key, f"Score {n:,} texts", plan.starts_by_itself(n, heads, AUTO_CELLS), waiting,
                         lambda progress: get_run(config, texts, part, progress), secs, primary=True)  # fmt: skip
 
 
@@ -99,25 +98,14 @@ def corpus_view(ctx: Ctx) -> None:
     _maps(ctx, table, run)
     if run is not None:
         _clark(ctx, run)
-    rows = [
-        [la, h, int(table.texts[la, h]), *(f"{v:.10g}" for k in SCORE_KEYS for v in (
-            table.means[k][la, h], table.stds[k][la, h])), table.labels[la, h], f"{table.shares[la, h]:.10g}"]
-        for la in range(table.shape[0]) for h in range(table.shape[1])
-    ]  # fmt: skip
-    downloads("corpus", csv_data=csv_bytes(STATS_COLUMNS, rows))
+    downloads("corpus", csv_data=csv_bytes(STATS_COLUMNS, plan.stats_rows(table)))
 
 
 def _caption(ctx: Ctx, run: CorpusRun | None, source: object) -> None:
     if run is None:
-        st.caption("From the stats file: its model is not recorded in the file; a click opens the head in the "
-                   f"sidebar's model ({ctx.base.model_name}) on the page's text.")  # fmt: skip
-        return
-    skipped = ", ".join(f"{n} {why}" for why, n in run.sums.skipped.items() if n)
-    st.caption(
-        f"{len(run.texts):,} texts of {source.name} scored on {ctx.base.model_name} ({run.sums.tokens:,} tokens)"
-        + (f"; skipped: {skipped}" if skipped else "") + ". Weights as the model computes them (the sidebar's "
-        "what-ifs and hidden tokens do not apply here)."
-    )  # fmt: skip
+        st.caption(plan.caption(ctx.base.model_name, None, 0, 0, {}))
+    else:
+        st.caption(plan.caption(ctx.base.model_name, source.name, len(run.texts), run.sums.tokens, run.sums.skipped))
 
 
 def _maps(ctx: Ctx, table: StatsTable, run: CorpusRun | None) -> None:
@@ -127,69 +115,34 @@ def _maps(ctx: Ctx, table: StatsTable, run: CorpusRun | None) -> None:
     n_layers, n_heads = table.shape
     typical = run.typical(score) if run is not None else np.full((n_layers, n_heads), -1)  # [L, H]
     texts = run.texts if run is not None else ()
-    top = None if score == "entropy" else 1.0
-    maps = (
-        (table.means[score], f"Mean {score} over the texts", f"mean {score}", None, top),
-        (table.stds[score], f"Spread of {score} across texts (std)", f"std {score}", None, None),
-        (table.shares, "Label stability: share of texts with the head's label", "label share", table.labels, 1.0),
-    )
     rows = st.columns(2), st.columns(2)
-    for i, (values, title, name, labels, zmax) in enumerate(maps):
+    for i, m in enumerate(plan.corpus_maps(table, score)):
         with rows[i // 2][i % 2]:
-            fig = corpus_map(values, title, name, typical, labels, zmax)
+            fig = corpus_map(m.values, m.title, m.name, typical, m.labels, m.top)
             on = lambda key=MAPS[i]: _open(key, texts, ctx.base.n_layers, ctx.base.n_heads)
-            plot(fig, MAPS[i], ctx.c.image_format, on_select=on)
+            plot(fig, MAPS[i], ctx.image_format, on_select=on)
     with rows[1][1]:
-        _label_key(table)
+        lines, stable = plan.label_key(table)
+        st.markdown("**Each head's most frequent label** (heads; their mean share of texts):")
+        st.text(lines)
+        st.caption(stable)
     if run is not None:
-        flat = np.argsort(-np.nan_to_num(table.means[score]).ravel())[:3]
-        lines = [
-            f"L{i // n_heads} H{i % n_heads} ({table.means[score].ravel()[i]:.3f}): "
-            f"“{plain(_short(texts[typical.ravel()[i]]))}”"
-            for i in flat
-        ]  # fmt: skip  (texts: as typed)
-        st.caption(f"Highest mean {score}, with each head's most typical text: " + " · ".join(lines))
-
-
-def _label_key(table: StatsTable) -> None:
-    """Beside the stability map: how many heads have each label, and how stable those heads are on average."""
-    counts: dict[str, list[float]] = {}
-    for label, share in zip(table.labels.ravel(), table.shares.ravel(), strict=True):
-        counts.setdefault(str(label), []).append(float(share))
-    st.markdown("**Each head's most frequent label** (heads; their mean share of texts):")
-    lines = [f"{label or '(none)'}: {len(v)} ({np.nanmean(v):.0%})" for label, v in
-             sorted(counts.items(), key=lambda kv: -len(kv[1]))]  # fmt: skip
-    st.text("\n".join(lines))
-    stable = int(np.sum(table.shares >= 0.9))
-    st.caption(f"{stable} of {table.shares.size} heads keep their label on at least 90 % of the texts. Hover a "
-               "cell for its label.")  # fmt: skip
-
-
-def _short(text: str, n: int = 60) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+        top = " · ".join(f"{head}“{plain(text)}”" for head, text in plan.highest(table, score, typical, texts))
+        st.caption(f"Highest mean {score}, with each head's most typical text: " + top)  # (texts: as typed)
 
 
 def _clark(ctx: Ctx, run: CorpusRun) -> None:
-    by_layer = run.clark_by_layer()  # [3, L]
-    sep = run.sep_name or "[SEP]"
-    series = {f"{run.cls_name}": by_layer[0], sep: by_layer[1], "punctuation": by_layer[2]}
-    targets = f"{run.cls_name}, {sep} and" if run.sep_name else f"the {run.cls_name} and"
+    p = plan.clark_plan(run.clark_by_layer(), run.cls_name, run.sep_name, ctx.base.model_name)
     left, right = st.columns([3, 2])
     with left:
-        title = f"{ctx.base.model_name}: attention to {targets} punctuation by layer"
-        plot(clark_lines(series, title), "corpus_clark", ctx.c.image_format)
+        plot(clark_lines(p.series, p.title), "corpus_clark", ctx.image_format)
     with right:
         st.markdown("**Clark et al. 2019, Figure 2, for this model.** Each point: the weight every query token "
                     "puts on the target, averaged over the query tokens, the layer's heads and the texts.")  # fmt: skip
-        if run.sep_name is None:
-            st.caption(f"{plain(ctx.base.model_name)} adds no [CLS] or [SEP]: its first token stands in for [CLS] "
-                       "(most heads park attention there, the sink), and there is no [SEP] line.")  # fmt: skip
-        elif run.cls_name != "[CLS]" or run.sep_name != "[SEP]":
-            cls, sep = plain(run.cls_name), plain(run.sep_name)
-            st.caption(f"{cls} (the first special token) stands in for [CLS], {sep} (the last) for [SEP].")
+        if p.note:
+            st.caption(plain(p.note))
         st.caption("Punctuation: tokens made of punctuation only (the paper counts periods and commas).")
         st.markdown(f"**The paper** (for comparison): {CLARK_PAPER}")
     header = ["layer", *(f"to_{k}" for k in ("cls", "sep", "punct"))]
-    body = [[la, *(f"{by_layer[j, la]:.6g}" for j in range(3))] for la in range(by_layer.shape[1])]
-    right.download_button("Download Figure 2 data (.csv)", csv_bytes(header, body), key="dl-csv-corpus-clark",
+    right.download_button("Download Figure 2 data (.csv)", csv_bytes(header, p.rows), key="dl-csv-corpus-clark",
                           file_name="mha-viz-corpus-clark.csv", mime="text/csv", on_click="ignore")  # fmt: skip

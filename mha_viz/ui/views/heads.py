@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans.long_views import is_long
 from mha_viz.config import WINDOW_FROM, WINDOW_ROWS
 from mha_viz.figures import GRID_MAX_CELLS, matrix_heatmap
 from mha_viz.figures.common import plural, pool_blocks
@@ -19,6 +20,7 @@ from mha_viz.ui.choices import clicked_points, valid_choice
 from mha_viz.ui.common import Shown, cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
+from mha_viz.ui.heads_long import heads_long_view
 from mha_viz.ui.opened import keep_layer, opened_head, set_linked, take_focus, why_link
 from mha_viz.ui.sink import sink_panel
 from mha_viz.ui.timing import timed_fragment
@@ -36,6 +38,8 @@ def _on_grid_click() -> None:
 
 def heads_view(ctx: Ctx) -> None:
     check_grid(ctx.base.n_heads)
+    if not ctx.config.own and is_long(len(ctx.base.tokens.labels), len(ctx.base.key_tokens.labels)):
+        return heads_long_view(ctx)  # pooled exact maps and a zoom: never a whole [h, n, n]
     t = ctx.trace(x=False)
     sh = ctx.shown(t, follow_measure=True)
     ctx.measure_note()
@@ -66,9 +70,9 @@ def heads_view(ctx: Ctx) -> None:
         )
     titles = head_names(h)
     if (
-        not ctx.c.hide_special and t.part != "cross" and not provisional()
+        not ctx.hide_special and t.part != "cross" and not provisional()
     ):  # role labels from this layer's own pattern (thresholds in Head roles); a long text's first view waits
-        roles = get_role_labels(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, ctx.base.tokens)
+        roles = get_role_labels(ctx.sel, ctx.base.tokens)
         titles = [f"head {i} · {label}" for i, label in enumerate(roles)]
     if t.group > 1:  # heads that share a K/V head carry its number: "head 4 · K/V 1 · ..."
         titles = [tt.replace(f"head {i}", f"head {i} · K/V {i // t.group}", 1) for i, tt in enumerate(titles)]
@@ -76,7 +80,7 @@ def heads_view(ctx: Ctx) -> None:
     fig = cached_figure(
         "heads_grid", grid, tuple(sh.labels), tuple(titles), cols, True, tuple(sh.key_labels), ctx.value_name, f
     )
-    plot(fig, "heads_grid", ctx.c.image_format, on_select=_on_grid_click)
+    plot(fig, "heads_grid", ctx.image_format, on_select=_on_grid_click)
 
     _head_and_focus(ctx, sh)
     _sinks(ctx, t)
@@ -98,7 +102,7 @@ def _sinks(ctx: Ctx, t: AttentionTrace) -> None:
 def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     """The opened head and the focus token: a fragment, so changing them redraws only this part."""
     h, n = sh.pattern.shape[0], len(sh.labels)
-    found = found_head(ctx.config, ctx.c.text, ctx.target, ctx.part)
+    found = found_head(ctx.config, ctx.text, ctx.target, ctx.part)
     left, right = st.columns(2)
     valid_choice("head", list(range(h)), opened_head(ctx, h))  # the head opened in any view (or the found one)
     head = int(
@@ -125,19 +129,19 @@ def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
             "matrix_heatmap", sh.pattern[head][rows], sh.key_labels, sh.labels[rows], title,
             value_name=ctx.value_name, attention=True,
         )  # fmt: skip
-        plot(fig, "head_large", ctx.c.image_format)
+        plot(fig, "head_large", ctx.image_format)
     with right:
         strip = sh.pattern[:, q, :]  # [h, keys]: the focus token's row in every head
         title = f"“{focus}” as the query: its {ctx.value_name}s in every head [{h} × {len(sh.key_labels)}]"
         fig = cached_figure(
             "matrix_heatmap", strip, sh.key_labels, tuple(head_names(h)), title, value_name=ctx.value_name
         )
-        plot(fig, "focus_strip", ctx.c.image_format)
+        plot(fig, "focus_strip", ctx.image_format)
     bars_box = st.expander(f"“{focus}” as the query: bars, head by head", key="bars_open", on_change="rerun")
     if bars_box.open:  # drawn only while open: the strip above shows the same weights as one heatmap
         with bars_box:
             bars = cached_figure("focus_bars", sh.pattern[:, q : q + 1], tuple(sh.key_labels), 0, 4, focus)  # row q
-            plot(bars, "focus_bars", ctx.c.image_format)
+            plot(bars, "focus_bars", ctx.image_format)
     downloads(
         "heads",
         npz={
@@ -170,7 +174,7 @@ def _learned_sink(ctx: Ctx, t: AttentionTrace, labels: Sequence[str]) -> None:
     )
     fig = matrix_heatmap(share, list(labels), head_names(share.shape[0]), "Sink share per head and query",
                          value_name="sink share", attention=True, zmin=0.0, zmax=1.0, width=900)  # fmt: skip
-    plot(fig, "sink_share", ctx.c.image_format)
+    plot(fig, "sink_share", ctx.image_format)
 
 
 def _model_terms(t: AttentionTrace) -> None:

@@ -45,7 +45,7 @@ def _texts(ctx: Ctx) -> tuple[str, ...]:
         "Measured on", list(TEXT_SETS), format_func=TEXT_SETS.get, key="imp_texts", bind="query-params",
         horizontal=True,
     )  # fmt: skip
-    return measured_texts(choice, ctx.c.text, EXAMPLES)
+    return measured_texts(choice, ctx.text, EXAMPLES)
 
 
 def importance_view(ctx: Ctx) -> None:
@@ -75,7 +75,7 @@ def importance_view(ctx: Ctx) -> None:
         if imp is None:
             return
     title = f"Importance of each head ({measure}); click a cell to open the head"
-    layer_head_map(imp.astype(np.float32), title, "importance", "imp_map", ctx.c.image_format, on_select=_open_head)
+    layer_head_map(imp.astype(np.float32), title, "importance", "imp_map", ctx.image_format, on_select=_open_head)
     order = importance.pruning_order(imp)
     st.markdown(most_important(imp, order))
     downloads("importance", csv_data=csv_bytes(["layer", "head", "importance"], importance_rows(imp)))
@@ -103,7 +103,7 @@ def _curve(ctx: Ctx, args: tuple, order: list[tuple[int, int]], pass_s: float, m
     short = importance.measure_short(model_of(ctx.config))
     fig = pruning_figure(curve["steps"] / n, curve["by_importance"], curve["random"], short,
                          f"{measure} as heads are removed")  # fmt: skip
-    plot(fig, "pruning", ctx.c.image_format)
+    plot(fig, "pruning", ctx.image_format)
     st.caption(curve_summary(curve, order, n))
     header = ["heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max"]
     downloads("pruning", csv_data=csv_bytes(header, curve_rows(curve, n)))

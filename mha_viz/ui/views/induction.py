@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.analysis.plans import induction as plan
 from mha_viz.config import INDUCTION_LENGTH, MAX_SEED, MIN_INDUCTION_LENGTH
 from mha_viz.figures import induction_map, loss_lines
 from mha_viz.studies.induction import InductionRun, is_decoder, max_length, run_induction
@@ -40,16 +41,11 @@ def _on_cell_click() -> None:
 
 
 def induction_view(ctx: Ctx) -> None:
-    if ctx.base.own:
-        st.info("The induction experiment needs a decoder (a causal language model), e.g. the bundled SmolLM2.")
-        return
-    lm = model_of(ctx.config)
-    if not is_decoder(lm):
-        kind = "an encoder-decoder" if lm.encoder_decoder else "an encoder"
-        st.info(
-            f"The induction experiment needs a decoder (a causal language model such as the bundled SmolLM2); "
-            f"{ctx.base.model_name} is {kind} model."
-        )
+    lm = None if ctx.base.own else model_of(ctx.config)
+    refused = plan.refusal(lm is None, lm is not None and is_decoder(lm), bool(lm and lm.encoder_decoder),
+                           ctx.base.model_name)  # fmt: skip
+    if refused:
+        st.info(refused)
         return
     st.markdown(
         "**Induction heads** (Olsson et al. 2022): N random tokens, then the same N again. A head that has learned "
@@ -58,7 +54,7 @@ def induction_view(ctx: Ctx) -> None:
         "it). The model's loss on the second copy drops when it copies from the first."
     )
     longest = max_length(lm)
-    default = min(INDUCTION_LENGTH, longest)
+    default = plan.default_length(INDUCTION_LENGTH, longest)
     length_bind = check_int("ind_length", MIN_INDUCTION_LENGTH, longest, default)  # None: the link's value is ignored
     seed_bind = check_int("ind_seed", 0, MAX_SEED, 0)
     c1, c2 = st.columns(2)
@@ -69,25 +65,18 @@ def induction_view(ctx: Ctx) -> None:
     )
     seed = int(c2.number_input("Seed", 0, MAX_SEED, 0, key="ind_seed", bind=seed_bind))
     run = get_induction(ctx.config.model_name, ctx.config.model_device, length, seed)
-    bos = f"{run.tokens.labels[0]} (the model's BOS token), then " if run.offset else ""
-    st.caption(
-        f"{len(run.tokens.ids)} tokens: {bos}{length} random ordinary tokens (seed {seed}), then the same "
-        f"{length} again. Scores are over the {length - 1} second-copy tokens that have a token after their "
-        "earlier copy."
-    )
-    scores = run.scores
+    bos = run.tokens.labels[0] if run.offset else None
+    p = plan.induction_plan(run.scores, len(run.tokens.ids), bos, length, seed, run.mean_loss(0), run.mean_loss(1))
+    st.caption(p.caption)
     title = f"{ctx.base.model_name}: induction score of every layer × head (click a cell to open the head)"
-    plot(induction_map(scores, title), "ind_map", ctx.c.image_format, on_select=_on_cell_click)
+    plot(induction_map(run.scores, title), "ind_map", ctx.image_format, on_select=_on_cell_click)
     st.markdown("**Top heads** (rank, layer, head, induction score):")
-    for rank, (la, he, s) in enumerate(run.top_heads(5), 1):
+    for rank, (la, he, s) in enumerate(p.top, 1):
         a, b = st.columns([4, 1])
         a.write(f"{rank}. layer {la}, head {he}: {s:.3f}")
         b.button("Open", key=f"ind_open_{rank}", on_click=_open_head, args=(la, he))
-    first, second = run.mean_loss(0), run.mean_loss(1)
     m1, m2 = st.columns(2)
-    m1.metric("Mean loss, first copy", f"{first:.2f} nats")
-    m2.metric("Mean loss, second copy", f"{second:.2f} nats", delta=f"{second - first:.2f}", delta_color="inverse")
-    plot(loss_lines(run.copy_losses(0), run.copy_losses(1)), "ind_loss", ctx.c.image_format)
-    n_layers, n_heads = scores.shape
-    rows = [[la, he, f"{scores[la, he]:.6g}"] for la in range(n_layers) for he in range(n_heads)]
-    downloads("induction", csv_data=csv_bytes(COLUMNS, rows))
+    m1.metric("Mean loss, first copy", p.losses[0])
+    m2.metric("Mean loss, second copy", p.losses[1], delta=p.losses[2], delta_color="inverse")
+    plot(loss_lines(run.copy_losses(0), run.copy_losses(1)), "ind_loss", ctx.image_format)
+    downloads("induction", csv_data=csv_bytes(COLUMNS, p.rows))

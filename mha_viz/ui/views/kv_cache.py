@@ -78,7 +78,7 @@ def kv_view(ctx: Ctx) -> None:
             "their key/value cache and measures the next-token loss. Pick one in the sidebar."
         )
         return
-    args = (ctx.config.model_name, ctx.config.model_device, ctx.c.text)
+    args = (ctx.config.model_name, ctx.config.model_device, ctx.text)
     pre = get_prefill(*args)
     _, H, P = pre.shape
     st.markdown(
@@ -98,10 +98,10 @@ def kv_view(ctx: Ctx) -> None:
         st.caption(f"The budget is within SnapKV's {pre.stats.window}-token observation window: it keeps the most "
                    "recent tokens only (no attention sinks), so it can lose more than StreamingLLM here.")  # fmt: skip
     lost = kv_lens.lost_mass(pre, keep)  # [L, H]
-    title = f"{kvp.POLICY_NAMES[policy]} at {budget:.0%}: kept keys (blue) per layer and K/V head"
-    plot(keep_strips(keep, pre.labels[:P], title), "kv_strips", ctx.c.image_format)
+    title = f"{kvp.POLICY_NAMES[policy]} at {budget:.0%}: kept keys (blue), evicted (grey), per layer and K/V head"
+    plot(keep_strips(keep, pre.labels[:P], title), "kv_strips", ctx.image_format)
     plot(head_map(lost, "Attention mass each query head loses (the full cache's weight on the evicted keys)",
-                  "lost mass"), "kv_lost", ctx.c.image_format)  # fmt: skip
+                  "lost mass"), "kv_lost", ctx.image_format)  # fmt: skip
     st.caption(f"Most mass lost: {plan.top_heads(lost)}. Mean over heads: {lost.mean():.3f}.")
     point = get_point(*args, policy, budget)
     a, b, c = st.columns(3)
@@ -112,6 +112,9 @@ def kv_view(ctx: Ctx) -> None:
     st.markdown("Top-5 next tokens, before → after: " + "; ".join(
         f"`{t0!r}` {p0:.3f} → `{t1!r}` {p1:.3f}" for (t0, p0), (t1, p1) in zip(point.top_before, point.top_after,
                                                                             strict=True)))  # fmt: skip
+    st.caption(f"The same row from the CLI: `mha-viz kv --policy {policy} --budget {budget:g} --out kv.csv` on this "
+               "text (cache bytes are float32 keys and values of the prefix).")  # fmt: skip
+    _table(plan.rows([point]))
     _curve(ctx, args, policy, budget, point)
     _restore(ctx, args, policy, budget, keep)
 
@@ -130,8 +133,9 @@ def _curve(ctx: Ctx, args: tuple, policy: str, budget: float, point: kv_lens.Poi
     full_mib = kv_lens.kv_bytes(pre, np.ones((pre.shape[0], 1, pre.prefix), dtype=bool)) * model_of(
         ctx.config).n_kv_heads / plan.MIB  # fmt: skip
     star = (f"{kvp.POLICY_NAMES[policy]} at {budget:.0%}", point.kv_bytes / plan.MIB, point.loss_change)
-    plot(budget_curve(plan.curves(points), plan.shares(points), star, full_mib), "kv_curve_plot", ctx.c.image_format)
+    plot(budget_curve(plan.curves(points), plan.shares(points), star, full_mib), "kv_curve_plot", ctx.image_format)
     st.caption(plan.best_at(points, 0.25) or plan.best_at(points, KV_BUDGETS[0]))
+    _table(plan.rows(points))  # `mha-viz kv --curve`'s CSV, cell for cell
     downloads("kv_curve_csv", csv_data=csv_bytes(plan.TABLE_COLUMNS, plan.rows(points)))
 
 
@@ -140,6 +144,11 @@ def _restore(ctx: Ctx, args: tuple, policy: str, budget: float, keep: np.ndarray
     if not heads or not st.toggle(f"Which heads' evictions cause the change ({heads} passes)", key="kv_restore"):
         return
     caused = get_restore(*args, policy, budget)  # [L, kv]
-    plot(head_map(caused, "Loss each K/V head's evictions cause (its full cache restored alone), nats", "nats",
-                  "kv"), "kv_restore_map", ctx.c.image_format)  # fmt: skip
+    title = "Loss each K/V head's evictions cause (its full cache restored alone)"
+    plot(head_map(caused, title, "nats<br>red: costs<br>blue: helps", "kv"), "kv_restore_map", ctx.image_format)
     st.caption(f"Largest: {plan.top_heads(caused, word='K/V head')}.")
+
+
+def _table(rows: list[list[object]]) -> None:
+    """The CLI's CSV rows (plan.rows), as text cells: what `mha-viz kv` writes for the same text."""
+    st.dataframe({c: [str(r[i]) for r in rows] for i, c in enumerate(plan.TABLE_COLUMNS)}, hide_index=True)

@@ -76,7 +76,7 @@ def _lesson(ctx: Ctx) -> None:
         "or the head and the lesson follows. Open a step to see how the weights are made."
     )
     intro.caption(escaped(opening.shown(i)))
-    weights = get_plain_weights(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if b.plain else None
+    weights = get_plain_weights(ctx.sel) if b.plain else None
     steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
     rows = _row_window(len(t.tokens))
     it = opening.marked(rows)
@@ -88,7 +88,7 @@ def _lesson(ctx: Ctx) -> None:
                                 FIRST_HEIGHT, FIRST_WIDTH)  # fmt: skip
             if it is not None and shown.row_labels == tuple(t.tokens[rows]):
                 fig = mark_row(fig, it - rows.start, t.tokens[it])
-            plot(fig, "lesson_first", ctx.c.image_format)
+            plot(fig, "lesson_first", ctx.image_format)
     if it is not None:
         intro.caption(escaped(f"The row of “{t.tokens[it]}” (token {it}) is outlined in red in every token matrix."))
     _steps(ctx, t, steps, rows, it)
@@ -112,7 +112,7 @@ def _steps(ctx: Ctx, t: AttentionTrace, steps: list[Step], rows: slice, it: int 
                         fig = lesson_figure(shown)
                         if it is not None and shown.row_labels == tuple(t.tokens[rows]):  # rows are the query tokens
                             fig = mark_row(fig, it - rows.start, t.tokens[it])
-                        plot(fig, f"lesson_{step.number}_{start + j}", ctx.c.image_format)
+                        plot(fig, f"lesson_{step.number}_{start + j}", ctx.image_format)
             st.caption(f"More: the {step.deeper} tab ({step.deeper_why}).")
 
 
@@ -196,9 +196,9 @@ def _claims(ctx: Ctx, rows: slice | None = None) -> None:
 
 
 def _loop_vs_batched(ctx: Ctx, tokens: tuple[str, ...], rows: slice) -> None:
-    eq = get_loop_vs_batched(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, ctx.base.plain)
+    eq = get_loop_vs_batched(ctx.sel, ctx.base.plain)
     if rows.stop - rows.start < len(tokens):  # the window's rows; the largest difference is over every row
         eq = dataclasses.replace(eq, left=eq.left[rows], right=eq.right[rows], note=eq.note + all_rows(eq))
     show_equivalence(
-        eq, tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.c.image_format
+        eq, tokens[rows], "Loop over heads vs one big matrix: the layer's output", "lesson_eq_a", ctx.image_format
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans import masks as plan
 from mha_viz.config import Config
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS
@@ -18,7 +19,6 @@ from mha_viz.ui.opened import follow_head
 from mha_viz.ui.sidebar import MAX_TEXT_CHARS, check_text
 
 PAD_TEXT = "The animal was tired"
-SHOWN_PADS = 8  # padding positions drawn after the shorter sentence's real tokens
 
 
 @sized_cache(max_entries=8, max_mb=64)
@@ -40,42 +40,26 @@ def masks_view(ctx: Ctx) -> None:
         "Second sentence, batched with the sidebar's text (press Enter)", PAD_TEXT, key="pad_text",
         bind="query-params", max_chars=MAX_TEXT_CHARS,
     )  # fmt: skip
-    pb = get_padded(ctx.config, ctx.c.text, second, ctx.layer)
+    pb = get_padded(ctx.config, ctx.text, second, ctx.layer)
     heads = list(range(pb.pattern.shape[1]))
     took = follow_head(ctx, "pad_head", len(heads))  # the opened head (a choice here opens it everywhere)
     i = int(st.selectbox("Head", heads, key="pad_head", format_func=lambda j: f"head {j}", bind="query-params",
                          on_change=took))  # fmt: skip
     row = pb.shorter
-    real, n = pb.lengths[row], pb.ids.shape[1]
-    engine = "our engine with a key mask (own weights)" if ctx.base.own else f"{ctx.base.model_name}, one forward pass"
-    st.markdown(
-        f"**Padding mask.** The two sentences ({pb.lengths[0]} and {pb.lengths[1]} tokens) go through as **one "
-        f"batch** ({engine}): the shorter one is padded on the right to {n} positions and the attention mask marks "
-        "the padding, so its scores become −∞ before the softmax and padded keys get exactly zero weight"
-        + ("." if ctx.base.own else " (the model as it is: the sidebar's what-ifs do not apply to this figure).")
-    )
+    engine = None if ctx.base.own else ctx.base.model_name
+    p = plan.masks_plan((pb.lengths[0], pb.lengths[1]), pb.ids.shape[1], row, ctx.where, i, engine)
+    st.markdown(p.intro)
     left, right = st.columns(2)
     with left:
-        m = n if n <= real + 2 * SHOWN_PADS else real + SHOWN_PADS  # much padding: its block and a few pads
-        cut = f", first {m} of {n} positions" if m < n else ""
-        title = f"Padded batch [{n} × {n}{cut}]: sentence {row + 1}, {ctx.where}, head {i}"  # (breaks after ":")
-        fig = padded_pattern(pb.pattern[row, i].numpy()[:m, :m], pb.labels[row][:m], real, title)
-        plot(fig, "mask_padded", ctx.c.image_format)
-        if m < n:
-            st.caption(
-                f"Shown: the {real} real tokens and {m - real} of the {n - real} padding positions; the others are "
-                "the same (zero weight as keys, unused as queries). The metrics below cover every position."
-            )
-        if real == n:
-            st.caption("Both sentences have the same length: nothing is padded. Change the second sentence.")
+        m = p.shown
+        fig = padded_pattern(pb.pattern[row, i].numpy()[:m, :m], pb.labels[row][:m], pb.lengths[row], p.title)
+        plot(fig, "mask_padded", ctx.image_format)
+        for note in p.notes:
+            st.caption(note)
         a, b = st.columns(2)
         a.metric("Largest weight on a padded key", f"{pb.pad_key_weight():.3g}")
         b.metric("max |real block − sentence alone|", f"{pb.max_diff():.2g}")
-        st.caption(
-            f"Rows 0–{real - 1} and columns 0–{real - 1} are the real tokens: they equal the sentence run alone "
-            "(both sentences, every head of this layer, to float rounding). The shaded rows are padded queries: the "
-            "model computes them, but nothing downstream reads them."
-        )
+        st.caption(p.block)
     with right:
         _causal(ctx, i)
     downloads(
@@ -99,10 +83,10 @@ def _causal(ctx: Ctx, head: int) -> None:
         return
     t = ctx.trace(x=False, causal=True)
     tok = list(t.tokens)
-    title = f"What if: causal mask [{len(tok)} × {len(tok)}], {ctx.where}, head {head}"
+    title = plan.causal_title(len(tok), ctx.where, head)
     fig = matrix_heatmap(t.pattern[head].numpy(), tok, tok, title, value_name="weight", attention=True,
                          title_chars=HALF_ROW_TITLE_CHARS)  # fmt: skip
-    plot(fig, "mask_causal", ctx.c.image_format)
+    plot(fig, "mask_causal", ctx.image_format)
     st.caption(
         "The causal (look-ahead) mask lets token t see only tokens ≤ t: scores above the diagonal become −∞, so "
         "each row's weights are renormalised over the past. Decoders are trained with it (to predict the next "

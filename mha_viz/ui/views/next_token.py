@@ -46,7 +46,7 @@ def next_token_view(ctx: Ctx) -> None:
     valid_choice("nt_pos", labels, labels[-1])
     chosen = st.selectbox("Predict the token after", labels, key="nt_pos", bind="query-params")
     pos = labels.index(chosen)
-    r = get_readout(ctx.config.model_name, ctx.config.model_device, ctx.c.text, pos)
+    r = get_readout(ctx.config.model_name, ctx.config.model_device, ctx.text, pos)
 
     st.markdown(f"**Next token after “{labels[pos]}”** (the model's own probabilities)")
     st.table({"rank": list(range(1, len(r.top_ids) + 1)), "token": list(r.top_labels),
@@ -58,7 +58,7 @@ def next_token_view(ctx: Ctx) -> None:
 def _lens(ctx: Ctx, r: Readout, after: str) -> None:
     """The logit lens map over the last positions, and its top tokens per layer at the chosen one."""
     first = r.lens_first  # the lens rows read positions first..n-1
-    plot(logit_lens(r.lens_probs, r.tokens.labels[first:], r.lens_labels), "lens_map", ctx.c.image_format)
+    plot(logit_lens(r.lens_probs, r.tokens.labels[first:], r.lens_labels), "lens_map", ctx.image_format)
     st.caption(
         "Logit lens: the residual stream after layer l (the hidden state the next layer reads) passed through the "
         f"model's own final norm ({r.norm_kind}) and LM head, as if the model stopped there. The last row is the "
@@ -79,7 +79,7 @@ def _attribution(ctx: Ctx, r: Readout, after: str) -> None:
     L, H = plan.heads.shape
     fig = matrix_heatmap(plan.heads, [f"H{h}" for h in range(H)], [f"L{la}" for la in range(L)], plan.title,
                          diverging=True, value_name="logit")  # fmt: skip
-    plot(fig, "dla_map", ctx.c.image_format)
+    plot(fig, "dla_map", ctx.image_format)
     st.caption(plan.caption)
     if plan.indirect:
         st.warning(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans.long_views import LONG_VIEW_FROM, is_long, tile_caption
 from mha_viz.figures import GRID_MAX_CELLS, overview
 from mha_viz.figures.common import OVERVIEW_TILE, plural
 from mha_viz.ui.cache_rows import get_pooled_patterns
@@ -26,7 +27,7 @@ def _on_tile_click() -> None:
 def _kept(ctx: Ctx) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     """The query rows and key columns "hide special tokens" keeps (None: all), as ui.common.shown decides."""
     sp, ksp = np.asarray(ctx.hidden, dtype=bool), np.asarray(ctx.key_hidden, dtype=bool)
-    if not ctx.c.hide_special or not (sp.any() or ksp.any()) or sp.all() or ksp.all():
+    if not ctx.hide_special or not (sp.any() or ksp.any()) or sp.all() or ksp.all():
         return None, None
     return tuple(np.flatnonzero(~sp).tolist()), tuple(np.flatnonzero(~ksp).tolist())
 
@@ -34,7 +35,7 @@ def _kept(ctx: Ctx) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
 def overview_view(ctx: Ctx) -> None:
     b = ctx.base
     keep, keep_k = _kept(ctx)
-    tiles, f = get_pooled_patterns(ctx.config, ctx.c.text, ctx.target, ctx.part, TILE, ctx.measure, keep, keep_k)
+    tiles, f = get_pooled_patterns(ctx.config, ctx.text, ctx.target, ctx.part, TILE, ctx.measure, keep, keep_k)
     ctx.measure_note()
     L, H = tiles.shape[:2]
     m = len(b.tokens.labels) if keep is None else len(keep)
@@ -45,19 +46,22 @@ def overview_view(ctx: Ctx) -> None:
     if keep is not None:
         st.info("Special tokens hidden: each row is renormalised to sum to 1 over the remaining tokens.")
     if f > 1:
+        long = is_long(m, m if keep_k is None else len(keep_k))
         st.caption(
-            f"Each tile shows its head averaged over {f}×{f} token blocks (computed layer by layer from the model's "
-            "own weights); the Heads view shows every weight."
-        )
+            f"A pooled exact map: {tile_caption(f, ctx.value_name)} (the means of the model's own weights, computed "
+            "layer by layer"
+            + (f"; over {LONG_VIEW_FROM:,} tokens from its q, k and each row's softmax statistics). Open a head "
+               "in the Heads view to zoom into its exact weights." if long else "); the Heads view shows every weight.")
+        )  # fmt: skip
     group = max(1, b.n_heads // max(1, b.n_kv_heads))
     if group > 1:
         st.caption(f"Grouped-query attention: columns labelled kv0, kv1, … share one key/value head ({group} each).")
     fig = overview(tiles, tile=TILE, group=group)
-    plot(fig, "overview_fig", ctx.c.image_format, on_select=_on_tile_click)
+    plot(fig, "overview_fig", ctx.image_format, on_select=_on_tile_click)
     if m <= GRID_MAX_CELLS:  # every weight (small)
         patterns = ctx.patterns(follow_measure=True)  # [L, H, n_q, n_k]
         nq, nk = patterns.shape[-2:]
-        sh = shown(patterns.reshape(L * H, nq, nk), b.tokens.labels, ctx.hidden, ctx.c.hide_special,
+        sh = shown(patterns.reshape(L * H, nq, nk), b.tokens.labels, ctx.hidden, ctx.hide_special,
                    b.key_tokens.labels, ctx.key_hidden)  # fmt: skip
         arrays = {"pattern": sh.pattern.reshape(L, H, len(sh.labels), len(sh.key_labels))}
         labels, key_labels = sh.labels, sh.key_labels

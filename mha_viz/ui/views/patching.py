@@ -9,12 +9,14 @@ import dataclasses
 import numpy as np
 import streamlit as st
 
+from mha_viz.analysis.plans import patching as plan
 from mha_viz.analysis.plans.two_sentences import SECOND_TEXT
 from mha_viz.analysis.referents import second_sentence
 from mha_viz.config import AUTO_SCAN_TOKENS
 from mha_viz.figures import token_bars
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.pace import eta
+from mha_viz.selection import Selection
 from mha_viz.studies import patching as pt
 from mha_viz.ui.cache import model_of, tokens_of
 from mha_viz.ui.cache_rows import get_role_labels
@@ -45,10 +47,9 @@ def _open_head(group: int) -> None:
 def _inputs(ctx: Ctx, decoder: bool) -> tuple[str, str, dict]:
     """The two texts and the metric's words, from the view's own boxes (defaults: the IOI pair for decoders,
     Two sentences' pair for encoders)."""
-    clean_default = pt.IOI[0] if decoder else ctx.c.text
-    corrupt_default = (
-        pt.IOI[1] if decoder else st.session_state.get("text_b") or second_sentence(ctx.c.text, SECOND_TEXT)
-    )
+    other = "" if decoder else st.session_state.get("text_b") or second_sentence(ctx.text, SECOND_TEXT)
+    clean_default, corrupt_default, default = plan.input_defaults(decoder, ctx.text, other, pt.IOI, pt.IOI_ANSWERS,
+                                                                  pt.REFERENTS)  # fmt: skip
     kind = "dec" if decoder else "enc"
     if st.session_state.get("_patch_kind") != kind:  # a new kind of model: its own defaults
         for key in ("patch_clean", "patch_corrupt", "_kept_patch_clean", "_kept_patch_corrupt"):
@@ -59,13 +60,13 @@ def _inputs(ctx: Ctx, decoder: bool) -> tuple[str, str, dict]:
     corrupt = kept_input(right, "Corrupted text (the same number of tokens)", "patch_corrupt", corrupt_default, 2000)
     cols = st.columns(3)
     if decoder:
-        answer = kept_input(cols[0], "Answer token", "patch_answer", pt.IOI_ANSWERS[0], 40)
-        wrong = kept_input(cols[1], "Wrong token", "patch_wrong", pt.IOI_ANSWERS[1], 40)
+        answer = kept_input(cols[0], "Answer token", "patch_answer", default["answer"], 40)
+        wrong = kept_input(cols[1], "Wrong token", "patch_wrong", default["wrong"], 40)
         words = {"answer": answer, "wrong": wrong}
     else:
-        focus = kept_input(cols[0], "Focus token", "patch_focus", pt.REFERENTS[0], 40)
-        r1 = kept_input(cols[1], "Referent 1", "patch_ref1", pt.REFERENTS[1], 40)
-        r2 = kept_input(cols[2], "Referent 2", "patch_ref2", pt.REFERENTS[2], 40)
+        focus = kept_input(cols[0], "Focus token", "patch_focus", default["focus"], 40)
+        r1 = kept_input(cols[1], "Referent 1", "patch_ref1", default["referents"][0], 40)
+        r2 = kept_input(cols[2], "Referent 2", "patch_ref2", default["referents"][1], 40)
         words = {"focus": focus, "referents": (r1, r2)}
     return clean, corrupt, words
 
@@ -115,7 +116,7 @@ def _run(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, what: str, s: budg
     n = lm.n_layers(lm.parts[0]) * G
     if ("heads", ctx.config.model_name, ctx.config.model_device, clean, corrupt, repr(words), what) in RESULTS:
         return _scan(ctx, clean, corrupt, words, what)
-    auto = n <= AUTO_RUNS and s.n_q <= AUTO_SCAN_TOKENS
+    auto = plan.starts_by_itself(n, s.n_q, AUTO_RUNS, AUTO_SCAN_TOKENS)
     secs = budget.seconds("Patching", s)
 
     def waiting() -> None:
@@ -146,54 +147,32 @@ def _attribution(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str) -> 
 def _estimate(ctx: Ctx, clean: str, corrupt: str, words: dict, what: str) -> None:
     """Above AUTO_RUNS heads: the attribution estimate first, drawn as the map (no click)."""
     a = _attribution(ctx, clean, corrupt, words, what)
-    est = (a["patched"] - a["corrupted"]) / (a["clean"] - a["corrupted"])  # [L, G]
-    st.markdown(
-        f"**Attribution patching** (a first-order estimate from one forward and one backward pass: Nanda 2023, Syed "
-        f"et al. 2023), shown first for more than {AUTO_RUNS} patched runs; clean {a['clean']:.4f}, corrupted "
-        f"{a['corrupted']:.4f}. Top: " + ", ".join(f"layer {la}, head {h} ({v:+.3f})" for la, h, v in pt.top_heads(est))
-    )
+    est = plan.recovered_of(a["patched"], a["clean"], a["corrupted"])  # [L, G]
+    st.markdown(plan.estimate_text(est, a["clean"], a["corrupted"], AUTO_RUNS))
     layer_head_map(est.astype(np.float32), f"Estimated recovered ({pt.WHATS[what]}, attribution patching)",
-                   "estimated recovered", "patch_attr_map", ctx.c.image_format, diverging=True)  # fmt: skip
+                   "estimated recovered", "patch_attr_map", ctx.image_format, diverging=True)  # fmt: skip
 
 
 def _show(ctx: Ctx, lm, r: dict, what: str, clean: str, corrupt: str, words: dict) -> None:
     patched, c0, c1 = r["patched"], r["clean"], r["corrupted"]
-    recovered = (patched - c1) / (c0 - c1)  # [L, G]
+    p = plan.patch_plan(patched, c0, c1, (what, pt.WHATS[what]), (lm.n_heads, lm.n_kv_heads), TOP_HEADS)
     st.markdown(f"Metric: **{plain(r['metric'])}**.")
-    best = pt.top_heads(recovered, 1)[0]
-    cols = st.columns(3)
+    (la, h, _), cols = p.best, st.columns(3)
     cols[0].metric("clean", f"{c0:.4f}")
     cols[1].metric("corrupted", f"{c1:.4f}")
-    cols[2].metric(f"patched, best head (L{best[0]} H{best[1]})", f"{patched[best[0], best[1]]:.4f}")
-    kv = what in ("k", "v") and lm.n_kv_heads != lm.n_heads
-    unit = "K/V head" if kv else "head"
-    title = f"Recovered by patching each {unit}'s {pt.WHATS[what]}; click a cell to open the head"
-    layer_head_map(recovered.astype(np.float32), title, "recovered", "patch_map", ctx.c.image_format,
-                   on_select=lambda: _open_head(lm.n_heads // lm.n_kv_heads if kv else 1), diverging=True)  # fmt: skip
-    part = lm.parts[0]
-    top = pt.top_heads(recovered, TOP_HEADS)
-    lines = []
-    for rank, (la, h, v) in enumerate(top, 1):
-        heads = list(pt.sharing(lm, h)) if kv else [h]
-        labels = get_role_labels(ctx.config, clean, None, part, la, tokens_of(ctx.config, clean))
-        role = f", role{'s' * (len(heads) > 1)} (clean text): {', '.join(labels[q] for q in heads)}"
-        shared = f" (read by query heads {', '.join(map(str, heads))})" if kv else ""
-        lines.append(f"{rank}. layer {la}, {unit} {h}{shared}: recovered {v:+.3f}, patched {patched[la, h]:.4f}{role}")
-    st.markdown(f"**Top {len(top)} {unit}s** by |recovered|:\n\n" + "\n".join(lines))
+    cols[2].metric(f"patched, best head (L{la} H{h})", f"{patched[la, h]:.4f}")
+    layer_head_map(p.recovered.astype(np.float32), p.title, "recovered", "patch_map", ctx.image_format,
+                   on_select=lambda: _open_head(p.group), diverging=True)  # fmt: skip
+    tokens = tokens_of(ctx.config, clean)
+    roles = {la: get_role_labels(Selection(ctx.config, clean, None, lm.parts[0], la), tokens) for la, _, _ in p.top}
+    st.markdown(plan.top_lines(p, patched, roles))
     a = _attribution(ctx, clean, corrupt, words, what)
-    est = (a["patched"] - c1) / (c0 - c1)
-    r_corr = float(np.corrcoef(est.ravel(), recovered.ravel())[0, 1]) if recovered.size > 1 else float("nan")
-    st.caption(
-        f"Attribution patching (first-order estimate, one forward and one backward pass) against exact patching: "
-        f"correlation r = {r_corr:.3f} over the {recovered.size} {unit}s; its top {unit}: "
-        + ", ".join(f"L{la} H{h} ({v:+.3f})" for la, h, v in pt.top_heads(est, 3))
-    )
-    rows = [[la, h, *(f"{x:.6g}" for x in (patched[la, h], recovered[la, h], c0, c1))]
-            for la in range(patched.shape[0]) for h in range(patched.shape[1])]  # fmt: skip
+    st.caption(plan.attribution_note(plan.recovered_of(a["patched"], c0, c1), p.recovered, p.unit))
+    rows = plan.patch_rows(patched, p.recovered, c0, c1)
     downloads("patching", csv_data=csv_bytes(["layer", "head", "patched", "recovered", "clean", "corrupted"], rows))
-    _by_position(ctx, lm, what, clean, corrupt, words, top[0][:2], r["tokens"])
+    _by_position(ctx, lm, what, clean, corrupt, words, p.best[:2], r["tokens"])
     if what == "out":
-        _path(ctx, lm, clean, corrupt, words, top[0][:2])
+        _path(ctx, lm, clean, corrupt, words, p.best)
 
 
 def _by_position(ctx: Ctx, lm, what: str, clean: str, corrupt: str, words: dict, top, tokens) -> None:
@@ -208,7 +187,7 @@ def _by_position(ctx: Ctx, lm, what: str, clean: str, corrupt: str, words: dict,
         pair = pt.prepare(model_of(ctx.config), clean, corrupt, **words)
         rec = pair.recovered(pt.patch_positions(pair, la, h, what))  # [pos]
         title = f"Recovered by patching layer {la}, head {h} ({pt.WHATS[what]}) at one position"
-        plot(token_bars(tokens, {"recovered": rec}, title), "patch_pos", ctx.c.image_format)
+        plot(token_bars(tokens, {"recovered": rec}, title), "patch_pos", ctx.image_format)
 
 
 def _path(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, top) -> None:
@@ -221,8 +200,9 @@ def _path(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, top) -> None:
         )
         L = lm.n_layers(lm.parts[0])
         cols = st.columns(3)
-        la = int(cols[0].selectbox("Sender layer", list(range(L - 1)), index=min(top[0], L - 2), key="path_layer"))
-        h = int(cols[1].selectbox("Sender head", list(range(lm.n_heads)), index=top[1], key="path_head"))
+        first = plan.sender(top, L)
+        la = int(cols[0].selectbox("Sender layer", list(range(L - 1)), index=first[0], key="path_layer"))
+        h = int(cols[1].selectbox("Sender head", list(range(lm.n_heads)), index=first[1], key="path_head"))
         into = cols[2].radio("Through the receivers'", ["q", "k", "v"], format_func=pt.WHATS.get, key="path_what",
                              horizontal=True)  # fmt: skip
         if not st.button(f"Path patch from layer {la}, head {h}", key="path_go"):
@@ -233,8 +213,7 @@ def _path(ctx: Ctx, lm, clean: str, corrupt: str, words: dict, top) -> None:
         bar, progress = progress_bar()
         rec = pair.recovered(path_patch(pair, (la, h), into, progress))  # [L, G], NaN up to the sender's layer
         bar.empty()
-        kv = into in ("k", "v") and lm.n_kv_heads != lm.n_heads
-        title = f"Recovered through each later {'K/V head' if kv else 'head'}'s {pt.WHATS[into]}, from L{la} H{h}"
-        layer_head_map(rec.astype(np.float32), title, "recovered", "path_map", ctx.c.image_format, diverging=True)
-        best = pt.top_heads(np.nan_to_num(rec), TOP_HEADS)
+        title = plan.path_title((into, pt.WHATS[into]), (lm.n_heads, lm.n_kv_heads), (la, h))
+        layer_head_map(rec.astype(np.float32), title, "recovered", "path_map", ctx.image_format, diverging=True)
+        best = plan.ranked(np.nan_to_num(rec), TOP_HEADS)
         st.markdown("Receivers by |recovered|: " + ", ".join(f"layer {a}, head {b} ({v:+.3f})" for a, b, v in best))

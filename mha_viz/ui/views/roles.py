@@ -3,18 +3,16 @@ and the per-head scores behind the labels (previous token, induction, first-toke
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
-from mha_viz.analysis.roles import ROLE_RULES, SCORE_KEYS
+from mha_viz.analysis.plans.roles import ROLE_COLUMNS, roles_plan
+from mha_viz.analysis.roles import ROLE_RULES
 from mha_viz.figures import roles_map
 from mha_viz.ui.cache_studies import get_roles
 from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.opened import open_head
-
-ROLE_COLUMNS = ("layer", "head", "label", *SCORE_KEYS)
 
 
 def _on_cell_click() -> None:
@@ -25,7 +23,7 @@ def _on_cell_click() -> None:
 
 
 def roles_view(ctx: Ctx) -> None:
-    rows = get_roles(ctx.config, ctx.c.text, ctx.target, ctx.part)
+    rows = get_roles(ctx.sel)
     st.markdown(
         "Scores per head (Clark et al. 2019, Voita et al. 2019, Olsson et al. 2022), over the query tokens. "
         "**first** = weight on position 0, where most heads park much of their attention (the sink); the other "
@@ -37,28 +35,15 @@ def roles_view(ctx: Ctx) -> None:
     )
     with st.expander("Rules: every score and label, exactly"):
         st.caption(f"{ROLE_RULES}.")
-    L = max(r["layer"] for r in rows) + 1
-    H = max(r["head"] for r in rows) + 1
-    labels = np.full((L, H), "", dtype=object)
-    scores = {k: np.zeros((L, H)) for k in SCORE_KEYS}
-    for r in rows:
-        labels[r["layer"], r["head"]] = r["label"]
-        for k in SCORE_KEYS:
-            scores[k][r["layer"], r["head"]] = r[k]
-    title = f"{ctx.base.model_name}: role of every layer × head"
-    plot(roles_map(labels, scores, title), "roles_map", ctx.c.image_format, on_select=_on_cell_click)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["label"]] = counts.get(r["label"], 0) + 1
-    st.caption("Heads per label: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-    table = {c: [r[c] for r in rows] for c in ROLE_COLUMNS}
+    plan = roles_plan(rows, ctx.base.model_name)
+    plot(roles_map(plan.labels, plan.scores, plan.title), "roles_map", ctx.image_format, on_select=_on_cell_click)
+    st.caption(plan.counts)
     st.dataframe(
-        table,
+        plan.table,
         hide_index=True,
         width="stretch",
         height=420,
         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ROLE_COLUMNS[3:]},
         key="roles_table",
     )
-    body = [[r[c] if isinstance(r[c], str | int) else f"{r[c]:.6g}" for c in ROLE_COLUMNS] for r in rows]
-    downloads("roles", csv_data=csv_bytes(ROLE_COLUMNS, body))
+    downloads("roles", csv_data=csv_bytes(ROLE_COLUMNS, plan.rows))

@@ -6,10 +6,11 @@ import streamlit as st
 
 from mha_viz.analysis.plans.step_by_step import step_arrays, step_notes
 from mha_viz.analysis.steps import head_steps, numbered
-from mha_viz.config import WINDOW_ROWS, Config
+from mha_viz.config import WINDOW_ROWS
 from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.pipeline import road as pipeline
+from mha_viz.selection import Selection
 from mha_viz.ui.cache import get_own_weights, model_of, recording_of
 from mha_viz.ui.common import downloads
 from mha_viz.ui.context import Ctx
@@ -21,12 +22,12 @@ from mha_viz.ui.window import row_window
 
 
 @sized_cache(max_entries=32, max_mb=1)
-def layer_biases(config: Config, text: str, target: str | None, part: str, layer: int) -> tuple[str, ...]:
+def layer_biases(sel: Selection) -> tuple[str, ...]:
     """Which of b_Q, b_K, b_V a plain-linear layer has (its weights are read once, not kept)."""
-    if config.own:
-        w = get_own_weights(config)
+    if sel.config.own:
+        w = get_own_weights(sel.config)
     else:
-        w = pipeline.layer_weights(model_of(config), recording_of(config, text, target), part, layer)
+        w = pipeline.layer_of(model_of(sel.config), recording_of(sel, one_layer=True), sel).weights()
     return tuple(n for n in ("b_Q", "b_K", "b_V") if getattr(w, n) is not None)
 
 
@@ -50,7 +51,7 @@ def _one_head(ctx: Ctx) -> None:
         st.caption(note)
     tok, keys = list(t.tokens), list(t.key_tokens)
     plain = ctx.base.plain
-    biases = layer_biases(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer) if plain else ()
+    biases = layer_biases(ctx.sel) if plain else ()
     steps = head_steps(t, i, ctx.config.scaled, plain, biases)
     rows = row_window(n, WINDOW_ROWS, "step_rows", "each matrix whose rows are the query tokens")
     cut = "" if rows.stop - rows.start == n else f", rows {rows.start}–{rows.stop - 1}"
@@ -68,6 +69,6 @@ def _one_head(ctx: Ctx) -> None:
         )
         for s, title in zip(steps, numbered(steps), strict=True)
     ]
-    plot_in_pairs(figures, "step", ctx.c.image_format)
+    plot_in_pairs(figures, "step", ctx.image_format)
     variant_section(ctx, t, i, rows, "step_variant")
     downloads("step", npz=step_arrays(t, i))

@@ -64,12 +64,12 @@ def _forget_shown() -> None:
 def _sentences(ctx: Ctx) -> str:
     text_b = st.text_input(
         "Second sentence (press Enter)",
-        second_sentence(ctx.c.text, SECOND_TEXT),
+        second_sentence(ctx.text, SECOND_TEXT),
         key="text_b",
         bind="query-params",
         max_chars=5000,
     )
-    diff = differing_words(ctx.c.text, text_b)
+    diff = differing_words(ctx.text, text_b)
     a, b, c = st.columns([2, 2, 1.5], vertical_alignment="bottom")
     check_text("two_old", 100)
     check_text("two_new", 100)
@@ -119,7 +119,7 @@ def two_view(ctx: Ctx) -> None:
     text_b = _sentences(ctx)
     cross = ctx.part == "cross"
     # the source side of the second text (an encoder-decoder's needs the decoder text to be run)
-    tokens_b = recording_of(ctx.config, text_b, ctx.target).tokens if ctx.target else tokens_of(ctx.config, text_b)
+    tokens_b = recording_of(ctx.sel.with_text(text_b)).tokens if ctx.target else tokens_of(ctx.config, text_b)
     keys_a = ctx.base.key_tokens  # the first text's source tokens (the keys, and the queries but in cross-attention)
     queries = list(ctx.base.tokens.labels) if cross else None  # cross-attention: the decoder's, the same in both runs
     plan = two_focus(keys_a.pieces, keys_a.labels, tokens_b.pieces, queries, ctx.base.causal)
@@ -136,7 +136,7 @@ def two_view(ctx: Ctx) -> None:
         return
     c1, c2 = picked
     # the focus rows only (row 0 of each): [L, H, 1, na], [L, H, 1, nb] = patterns[:, :, q : q + 1]
-    pa = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, qa)[:, :, None]
+    pa = get_focus_rows(ctx.config, ctx.text, ctx.target, ctx.part, qa)[:, :, None]
     pb = get_focus_rows(ctx.config, text_b, ctx.target, ctx.part, qb)[:, :, None]
     r = two_shift(pa, pb, plan, c1, c2, ctx.key_special)
     f, n1, n2 = plain(focus), plain(c1), plain(c2)
@@ -153,7 +153,7 @@ def _focus(ctx: Ctx, plan: TwoFocus, text_b: str, col: DeltaGenerator) -> str:
                           on_change=_forget_shown)  # fmt: skip
     if focus == plan.default and plan.note:
         st.caption(plain(plan.note))
-    note = repeat_note(ctx.c.text, text_b, plan.first_change)
+    note = repeat_note(ctx.text, text_b, plan.first_change)
     if note:
         st.caption(plain(note))
     return focus
@@ -164,7 +164,7 @@ def _referents(ctx: Ctx, plan: TwoFocus, focus: str, qa: int, cols: list) -> tup
     shared = list(plan.shared)
     row = None  # the focus row's mean over every layer and head, needed only without the seed example's words
     if not seed_words(shared):
-        row = get_focus_rows(ctx.config, ctx.c.text, ctx.target, ctx.part, qa).mean((0, 1))  # [n_keys]
+        row = get_focus_rows(ctx.config, ctx.text, ctx.target, ctx.part, qa).mean((0, 1))  # [n_keys]
     found_c, why_c = two_candidates(plan, focus, ctx.key_special, row)
     valid_choice("two_c1", shared, shared[found_c[0]])
     valid_choice("two_c2", shared, shared[found_c[1]])
@@ -195,7 +195,7 @@ def _ranking(
         f"by the weight moved towards “{n2}”."
     )
     title = f"Weight “{focus}” moves from “{c1}” to “{c2}” (first → second sentence), per head"
-    layer_head_map(r["switched"], title, "moved", "two_moved", ctx.c.image_format, _on_map_click, diverging=True)
+    layer_head_map(r["switched"], title, "moved", "two_moved", ctx.image_format, _on_map_click, diverging=True)
     top = rank_switch(r["switched"], TOP_MOVED)
     verdict(r, f, n1, n2)
     st.markdown(f"**Top {len(top)} heads** by the weight moved towards “{n2}” (*Open* shows the head below):")

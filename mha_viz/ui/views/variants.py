@@ -121,7 +121,7 @@ def _share(ctx: Ctx) -> None:
         st.info("This model already has a single key/value head (MQA): there is nothing left to share.")
         return
     config = ctx.config
-    args = (config.model_name, config.model_device, ctx.c.text, ctx.target, ctx.part)
+    args = (config.model_name, config.model_device, ctx.text, ctx.target, ctx.part)
     found = get_study(*args)
     c1, c2 = st.columns(2)
     grouping = c1.radio("Grouping", list(variants.GROUPINGS), format_func=variants.GROUPINGS.get, key="var_grouping",
@@ -147,7 +147,7 @@ def _before_after(ctx: Ctx, args: tuple, groups: tuple, grouping: str) -> None:
         help=f"off: the {MOST_CHANGED} heads whose patterns changed most, largest change first",
     )  # fmt: skip
     shown = shown_heads(dist, every, MOST_CHANGED)
-    plot(before_after(before, after, dist, tokens, keys, shown), "variants_heads", ctx.c.image_format)
+    plot(before_after(before, after, dist, tokens, keys, shown), "variants_heads", ctx.image_format)
     st.caption(change_note(dist, every, MOST_CHANGED))
 
 
@@ -173,7 +173,7 @@ def _whole_model(ctx: Ctx, found: variants.Study, kvh: int) -> None:
     fig = cache_curve(
         curves, (own.kv_heads, mib(own)), importance.measure_short(lm), title, f"KV cache (MiB, {tokens_said})"
     )
-    plot(fig, "variants_curve", ctx.c.image_format)
+    plot(fig, "variants_curve", ctx.image_format)
     st.dataframe(share_table(found, kvh, variants.LONG_CONTEXT), hide_index=True)
     for note in better_notes(found):
         st.caption(note)
@@ -206,7 +206,7 @@ def _collaborate(ctx: Ctx) -> None:
         ),
     }
     plot(energy_figure(curves, f"{ctx.where}: energy kept against dimensions kept"), "collab_energy",
-         ctx.c.image_format)  # fmt: skip
+         ctx.image_format)  # fmt: skip
     shares = [f"{s:.0%}" for s in collab.SHARES]
     table = [
         {"layer": s.layer,
@@ -225,7 +225,7 @@ def _collaborate(ctx: Ctx) -> None:
     if not lm.site(ctx.part, ctx.layer).qkv:
         st.caption("The shared-basis what-if needs plain query and key projections; this layer rotates or norms them.")
         return
-    args = (ctx.config.model_name, ctx.config.model_device, ctx.c.text, ctx.target, ctx.part, ctx.layer)
+    args = (ctx.config.model_name, ctx.config.model_device, ctx.text, ctx.target, ctx.part, ctx.layer)
     curve = get_rank_curve(*args)
     st.markdown(
         f"**What-if, {ctx.where} alone:** every head's queries and keys projected onto a shared rank-r basis (the "
@@ -235,7 +235,7 @@ def _collaborate(ctx: Ctx) -> None:
     xs = [f"{r} ({f:.0%})" for r, f in zip(curve.ranks_q, curve.fractions, strict=True)]
     series = {importance.measure_short(lm): curve.change, "mean JS distance of the layer's patterns": curve.distance}
     plot(line_chart(xs, series, "Shared query/key basis of rank r", "r of W_Q's width"), "collab_rank",
-         ctx.c.image_format)  # fmt: skip
+         ctx.image_format)  # fmt: skip
 
 
 @sized_cache(max_entries=16, max_mb=16)
@@ -274,11 +274,11 @@ def _mixture(ctx: Ctx) -> None:
         "layer at once (each layer routed on its inputs in the routed pass), and the kept heads are summed unweighted."
     )
     k = st.slider("Heads kept per token (k)", 0, H, max(1, H // 2), key="moh_k")
-    usage = get_usage(ctx.config.model_name, ctx.config.model_device, ctx.c.text, ctx.target, ctx.part, k)
+    usage = get_usage(ctx.config.model_name, ctx.config.model_device, ctx.text, ctx.target, ctx.part, k)
     layer = usage[ctx.layer]  # [q, h]
     tokens = ctx.base.tokens.labels
     plot(usage_map(layer, tokens, f"{ctx.where}: heads each token keeps (k = {k} of {H}; blue = kept)"),
-         "moh_usage", ctx.c.image_format)  # fmt: skip
+         "moh_usage", ctx.image_format)  # fmt: skip
     share = layer.mean(0)
     st.caption(
         f"Share of tokens that keep each head here: most {int(share.argmax())} ({share.max():.0%}), least "
@@ -288,9 +288,9 @@ def _mixture(ctx: Ctx) -> None:
     n_runs = lm.n_layers(ctx.part) * H + 2 * (H + 1)
     if not st.toggle(f"Compute routed against static pruning for every k (about {n_runs} model runs)", key="moh_run"):
         return
-    c = get_moh(ctx.config, ctx.c.text, ctx.target, ctx.part)
+    c = get_moh(ctx.config, ctx.text, ctx.target, ctx.part)
     plot(moh_figure(c.ks, c.routed, c.static, importance.measure_short(lm), c.n_layers), "moh_curve",
-         ctx.c.image_format)  # fmt: skip
+         ctx.image_format)  # fmt: skip
     wins = [int(k) for k, r, s in zip(c.ks[1:-1], c.routed[1:-1], c.static[1:-1], strict=True) if r < s]
     st.caption(
         f"Static = the same average number of heads per layer removed for every token: {c.n_layers} · (h − k) heads "

@@ -43,7 +43,7 @@ def _pickers(ctx: Ctx, labels: list[str], pattern: np.ndarray) -> tuple[int, int
     head = int(a.selectbox("Head", list(range(h)), format_func=lambda i: f"head {i}", key="why_head",
                            on_change=on_head))  # fmt: skip
     if "why_q" not in st.session_state:
-        found = found_head(ctx.config, ctx.c.text, ctx.target, ctx.part)
+        found = found_head(ctx.config, ctx.text, ctx.target, ctx.part)
         first = found.query if found is not None and found.query in labels else "it" if "it" in labels else labels[-1]
         st.session_state["why_q"] = first
     on_q = follow_focus("why_q", labels)
@@ -73,7 +73,7 @@ def why_view(ctx: Ctx) -> None:
     labels = list(ctx.base.tokens.labels)
     pattern = ctx.trace(x=False).pattern.numpy()  # [h, n_q, n_k]
     head, q, k, v = _pickers(ctx, labels, pattern)
-    w = get_why(ctx.config, ctx.c.text, ctx.target, ctx.part, ctx.layer, head, q, k, v)
+    w = get_why(ctx.config, ctx.text, ctx.target, ctx.part, ctx.layer, head, q, k, v)
     expand = st.toggle("Each source on its own (each head, each bias) instead of groups", key="why_expand")
     p = plan(w, contrast=True, expand=expand, top=TOP)
     cols = st.columns(4 if v is not None else 2)
@@ -87,9 +87,9 @@ def why_view(ctx: Ctx) -> None:
         st.caption(f"Split before the model's soft-cap: the weights come from {w.softcap:g} · tanh(s / {w.softcap:g}).")
     if p["position"]:
         st.caption(f"The position bias adds {p['position']:+.4f} of its own (in the score, not in the table).")
-    plot(why_heatmap(p["rows"], p["cols"], p["terms"], p["title"], p["unit"]), "why_map", ctx.c.image_format)
+    plot(why_heatmap(p["rows"], p["cols"], p["terms"], p["title"], p["unit"]), "why_map", ctx.image_format)
     k_side = labels[k] if v is None else f"{labels[k]}” minus “{labels[v]}"
-    plot(why_bars(p["q_totals"], p["k_totals"], labels[q], k_side), "why_bars", ctx.c.image_format)
+    plot(why_bars(p["q_totals"], p["k_totals"], labels[q], k_side), "why_bars", ctx.image_format)
     downloads("why", csv_data=lambda: csv_bytes(("query_source", "key_source", "contribution"), csv_rows(w)))
     _follow(w, labels)
 

@@ -94,7 +94,7 @@ def _what_if(ctx: Ctx) -> None:
                                   strict=True):  # fmt: skip
         with col:
             fig, note = cached_wo_figure(w.numpy(), title, TITLE_CHARS)
-            plot(fig, key, ctx.c.image_format)
+            plot(fig, key, ctx.image_format)
             notes.append(note)
     for note in dict.fromkeys(n for n in notes if n):
         st.caption(note)
@@ -106,7 +106,7 @@ def _what_if(ctx: Ctx) -> None:
         {"relative change |Δ| / |output|": change["relative"], plan.cosine: change["cosine"]},
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
     )
-    plot(fig, "wo_change", ctx.c.image_format)
+    plot(fig, "wo_change", ctx.image_format)
     st.caption(meaning(st.session_state.get("wo_mode", "identity")))
     _contributions(ctx, base, t, change)
 
@@ -124,7 +124,7 @@ def _contributions(ctx: Ctx, base: AttentionTrace, t: AttentionTrace, change: di
         "Each head's contribution after W^O: ‖z_h · W^O_h‖ per token",
         value_name="norm",
     )
-    plot(fig, "wo_norms", ctx.c.image_format)
+    plot(fig, "wo_norms", ctx.image_format)
     downloads(
         "wo",
         npz={

@@ -1,0 +1,131 @@
+"""One request value (issue 36 §3): the frozen Selection the sidebar and the CLI make, the caches key on and the road
+resolves into a layer handle once; Config's three parts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from conftest import SENTENCE
+from mha_viz.config import Config, OwnWeights, Source, WhatIfs
+from mha_viz.pipeline.road import layer_of, record, trace_at
+from mha_viz.selection import Selection
+from mha_viz.trace import MhaVizError
+
+
+def test_a_selection_is_frozen_hashable_and_one_key() -> None:
+    a = Selection(Config(heads=4), SENTENCE, "", "encoder", 2)
+    b = Selection(Config(heads=4), SENTENCE, None, "encoder", 2)
+    assert a == b and hash(a) == hash(b) and {a: "cached"}[b] == "cached"  # "" and None ask for the same
+    assert a.target is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.layer = 3  # type: ignore[misc]
+    three = a.at(layer=3)
+    assert three != a and (three.layer, three.part, three.config, three.text) == (3, a.part, a.config, a.text)
+    assert a.at(part="cross").part == "cross" and a.at(part="cross").layer == a.layer
+    assert a.edited() is a and a.edited(heads=2).config == a.config.replace(heads=2)
+    assert a.edited(heads=2).recorded == a.recorded  # a what-if changes the trace, not the recorded pass
+    assert a.with_text("another text").recorded != a.recorded
+    assert a.at_every_layer() == three.at_every_layer() and a.at_every_layer().layer is None
+
+
+def test_config_parts_round_trip() -> None:
+    config = Config(
+        model="smollm2", dtype="float64", d_model=64, n_heads=4, seed=7, variant="gqa", heads=3, wo="random",
+        wo_seed=5, ablate=(1,), head_scale=((0, 2.0),), causal=True, scaled=False,
+    )  # fmt: skip
+    assert Config.of(config.source, config.own_weights, config.what_ifs) == config
+    assert Config.of() == Config()  # the parts' defaults are Config's
+    names = [f.name for part in (Source, OwnWeights, WhatIfs) for f in dataclasses.fields(part)]
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(Config)) and len(set(names)) == len(names)
+    assert config.replace(heads=None).source == config.source and config.replace(heads=None).what_ifs != config.what_ifs
+    assert config.replace(model="x", seed=1).what_ifs == config.what_ifs
+    assert config.replace(heads=1).own_weights == config.own_weights
+    assert Config().what_ifs.none and not config.what_ifs.none
+    assert {config.what_ifs: 1}[Config.of(what_ifs=config.what_ifs).what_ifs] == 1  # hashable: a cache key
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.what_ifs.heads = 1  # type: ignore[misc]
+
+
+def test_a_layer_handle_is_resolved_once_and_gives_the_models_own_attention(minilm) -> None:
+    sel = Selection(Config(), SENTENCE, None, None, 2)
+    rec = record(minilm, sel.text)
+    at = layer_of(minilm, rec, sel)
+    assert (at.part, at.layer, at.site) == ("encoder", 2, minilm.site("encoder", 2))
+    assert at.call is rec.run.calls[("encoder", 2)]
+    trace = trace_at(at, sel.config)
+    with torch.no_grad():
+        own = minilm.model(input_ids=torch.tensor([rec.tokens.ids]), output_attentions=True).attentions[2][0]
+    torch.testing.assert_close(trace.pattern, own.float(), atol=1e-5, rtol=0)  # [h, n, n]
+    ablated = trace_at(at, sel.edited(ablate=(0,)).config)
+    assert torch.all(ablated.W_O[0] == 0) and not torch.all(trace.W_O[0] == 0)
+    with pytest.raises(MhaVizError, match="layer 6 does not exist"):
+        layer_of(minilm, rec, sel.at(layer=6))
+    with pytest.raises(MhaVizError, match="has no"):
+        layer_of(minilm, rec, sel.at(part="cross"))
+
+
+def test_the_same_selection_gives_the_same_cached_trace(minilm) -> None:
+    from mha_viz.ui.cache import get_all_patterns, get_base, get_trace
+
+    sel = Selection(Config(), SENTENCE, None, "encoder", 1)
+    trace = get_trace(sel)
+    assert get_trace(Selection(Config(), SENTENCE, "", "encoder", 1)) is trace  # an equal selection: one entry
+    other = get_trace(sel.at(layer=2))
+    assert other is not trace and not torch.equal(other.pattern, trace.pattern)
+    assert torch.all(get_trace(sel.edited(causal=True)).pattern.triu(1) == 0)
+    rec = record(minilm, SENTENCE)
+    torch.testing.assert_close(trace.pattern, trace_at(layer_of(minilm, rec, sel), Config()).pattern)
+    every = get_all_patterns(sel)
+    assert get_all_patterns(sel.at(layer=4)) is every  # every layer's patterns: whatever the shown layer
+    torch.testing.assert_close(torch.from_numpy(every[1]), trace.pattern)
+    base = get_base(sel)
+    assert (base.part, base.n_heads, base.n_layers) == ("encoder", trace.pattern.shape[0], len(every))
+    with pytest.raises(TypeError):
+        type(base)(base.tokens, base.key_tokens)  # Base is built by keyword only
+
+
+def test_weights_caches_are_keyed_by_the_part_they_depend_on(minilm) -> None:
+    from mha_viz.own import init_weights
+    from mha_viz.ui.cache import get_own_weights
+    from mha_viz.ui.cache_studies import get_head_weights
+
+    own = Config(model="own", d_model=64, n_heads=4, seed=3)
+    w = get_own_weights(own)
+    assert torch.equal(w.W_Q, init_weights(64, 4, 3, "xavier", False).W_Q)
+    assert get_own_weights(own.replace(heads=2, wo="identity", causal=True)) is w  # what-ifs: the same weights
+    assert get_own_weights(own.replace(seed=4)) is not w
+    head = get_head_weights(Config(), "encoder", 0)
+    assert get_head_weights(Config(ablate=(1,), wo="random", scaled=False), "encoder", 0) is head
+    assert get_head_weights(Config(), "encoder", 1) is not head
+
+
+def _sidebar_selection(layer: int) -> None:
+    import streamlit as st
+
+    from mha_viz.ui.sidebar import mask_controls, selection, sidebar
+
+    c = mask_controls(sidebar(), decoder=False)
+    st.session_state["made"] = selection(c, "encoder", None, layer)
+
+
+def test_the_cli_and_the_sidebar_make_the_same_selection() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from mha_viz.cli.main import build_parser
+    from mha_viz.cli.options import selection
+    from mha_viz.cli.trace import _config
+
+    at = AppTest.from_function(_sidebar_selection, args=(2,), default_timeout=60)
+    at.query_params.update({"text": SENTENCE, "causal": "true", "scaled": "false", "device": "cpu"})
+    made = at.run().session_state["made"]
+    args = build_parser().parse_args(
+        ["trace", "--text", SENTENCE, "--layer", "2", "--part", "encoder", "--causal", "--no-scale", "--device", "cpu"]
+    )
+    cli = selection(args, _config(args, "cpu"))
+    assert made == cli and hash(made) == hash(cli)
+    assert made.config.causal and not made.config.scaled  # the flags and the controls did reach it
+    plain = build_parser().parse_args(["trace", "--text", SENTENCE, "--layer", "2", "--part", "encoder"])
+    assert selection(plain, _config(plain, "cpu")) != made
