@@ -153,9 +153,7 @@ def _view_script(model: str) -> None:
     from mha_viz.ui.views.induction import induction_view
 
     config = Config(model=model)
-    ctx = SimpleNamespace(
-        config=config, c=SimpleNamespace(image_format="png"), base=SimpleNamespace(own=False, model_name=model)
-    )
+    ctx = SimpleNamespace(config=config, image_format="png", base=SimpleNamespace(own=False, model_name=model))
     induction_view(ctx)
 
 
