@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from texts import long_text
 
 from conftest import SENTENCE
 from mha_viz.analysis.patterns import contribution_norms, head_distances, js_distance
@@ -128,3 +129,21 @@ def test_an_oversize_value_is_held_for_the_rest_of_its_sessions_run(monkeypatch)
         session[0] = owner
         memo.drop_held()
     assert not memo._HELD
+
+
+def test_the_pages_pass_admits_a_long_text_by_its_tiled_cost(smollm2, monkeypatch) -> None:
+    """A long text is recorded in tiles: the page's pass is admitted by the tiled recording's memory (as the road
+    checks it), not by the untiled [h, n, n] estimate that refused 8,150 tokens under the local 2,048 MB default."""
+    from mha_viz.pipeline.road import is_slim, tiled_bytes
+    from mha_viz.ui.pass_budget import admitted_pass, pass_sizes
+
+    monkeypatch.delenv("MHA_VIZ_MAX_REQUEST_MB", raising=False)
+    monkeypatch.delenv("MHA_VIZ_HOSTED", raising=False)
+    monkeypatch.delenv("MHA_VIZ_ALLOWED_MODELS", raising=False)
+    ids = smollm2.tokenizer(long_text(600))["input_ids"][:8150]
+    text = smollm2.tokenizer.decode(ids)
+    assert is_slim(smollm2, text)
+    s = pass_sizes(smollm2, text)
+    assert budget.recording_estimate(s) > budget.max_request_mb() * 2**20 > tiled_bytes(s) + budget.SLACK
+    with admitted_pass(smollm2, text, timed=False) as got:  # refused before the fix
+        assert got.n_q == s.n_q >= 8000

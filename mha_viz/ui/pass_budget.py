@@ -25,7 +25,7 @@ import torch
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.admission import ADMISSION
 from mha_viz.pipeline.pace import PACE
-from mha_viz.pipeline.road import LoadedModel, encode, is_slim
+from mha_viz.pipeline.road import LoadedModel, encode, is_slim, tiled_bytes
 from mha_viz.ui.guard import stop_if_gone
 
 _WATCHED: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
@@ -71,7 +71,9 @@ def admitted_pass(lm: LoadedModel, text: str, target: str | None = None, timed: 
     s = pass_sizes(lm, text, target)
     what = f"Recording {lm.name}"
     slim = is_slim(lm, text, target)  # a long text: the LM head's logits at the last position only
-    need, secs = budget.recording_estimate(s), budget.recording_seconds(dataclasses.replace(s, vocab=0) if slim else s)
+    # a long text is recorded in tiles (never [h, n, n]): its memory is the tiled recording's, as the road checks it
+    need = tiled_bytes(s) + budget.SLACK if slim else budget.recording_estimate(s)
+    secs = budget.recording_seconds(dataclasses.replace(s, vocab=0) if slim else s)
     budget.check_bytes(need, what, s)
     budget.check_seconds(secs, what, s)
     watch_deadline(lm)
