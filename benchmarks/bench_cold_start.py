@@ -1,7 +1,7 @@
 """Cold start: seconds from `streamlit run app.py` to a first visitor's heatmap drawn in Chromium (issue 36 §6),
 against two floors measured in the same run.
 
-Run:  python benchmarks/bench_cold_start.py [--reps 3]
+Run:  python benchmarks/bench_cold_start.py [--reps 3] [--before REV] [--no-bytecode]
 Each rep, in turn:
   - floor 1: `python -c "import torch"` (what any page of this dashboard must import);
   - floor 2: a bare Streamlit page (benchmarks/floor_app.py: one Plotly heatmap) from `streamlit run` to its heatmap
@@ -9,11 +9,15 @@ Each rep, in turn:
   - the dashboard as the Docker image runs it (app.py and mha_viz copied to a folder and compiled to bytecode, as
     the Dockerfile does), the visitor arriving as soon as /_stcore/health says ok (no proxy), and again arriving
     when /ready says ok (behind deploy/haproxy.cfg or Docker's HEALTHCHECK);
-  - the same without bytecode (PYTHONDONTWRITEBYTECODE=1 and no __pycache__: what the image did before).
-Also the preload's steps timed one by one in a fresh process (with and without bytecode), each against that
-process's own `import torch`.
+  - with --before REV (e.g. HEAD): the same two for app.py and mha_viz as committed at REV (`git archive`), so a
+    change is measured against what it changes in one run, on the same machine load;
+  - with --no-bytecode: the working tree's dashboard without bytecode (what the image did before it compiled).
+Also the preload's steps timed one by one in a fresh process (wall and process CPU), each against that process's
+own `import torch`.
 Printed per variant: the median and each rep of start -> heatmap, with its ratio to both floors (target <= 6 s), and
-where the time goes (server answering, /ready, the preload's imports and model from its MHA_VIZ_TIMINGS line).
+where the time goes (server answering, /ready answering, the preload's imports and model from its MHA_VIZ_TIMINGS
+line, the page's own run); every figure with the machine's 1-minute load average when it was taken (`load`): on
+this 2-core machine other work changes wall times several-fold, so compare figures of one run only.
 """
 
 from __future__ import annotations
@@ -56,15 +60,21 @@ def answers(url: str) -> bool:
 
 # The preload's own steps (mha_viz/serve/start.py: import_heavy, then the model), timed one by one in a fresh process.
 STEPS = """
-import importlib, json, sys, time
-out, t = {}, time.perf_counter()
+import importlib, json, os, sys, time
+out, t, c = {}, time.perf_counter(), time.process_time()
 def step(name, *modules, attrs=()):
-    global t
+    global t, c
     for m in modules:
         mod = importlib.import_module(m)
         for a in attrs:
             getattr(mod, a)
-    now = time.perf_counter(); out[name] = out.get(name, 0) + now - t; t = now
+    now, cpu = time.perf_counter(), time.process_time()
+    out[name] = out.get(name, 0) + now - t; out["cpu " + name] = out.get("cpu " + name, 0) + cpu - c; t, c = now, cpu
+from mha_viz.runtime import before_torch  # as app.py, before torch loads
+from mha_viz.runtime.gcpause import gc_paused
+before_torch()
+paused = gc_paused(); paused.__enter__()  # as import_heavy imports: no collection meanwhile
+t, c = time.perf_counter(), time.process_time()
 step("torch", "torch")
 step("transformers, config, tokenizer", "transformers", attrs=("AutoConfig", "AutoTokenizer"))
 step("transformers' modeling code", "transformers", attrs=("AutoModel", "AutoModelForCausalLM", "PreTrainedModel"))
@@ -74,8 +84,11 @@ step("streamlit", "streamlit")
 step("mha_viz's dashboard", "mha_viz.figures", "mha_viz.ui")
 from mha_viz.serve.start import import_heavy
 import_heavy(); step("the rest of import_heavy")
-from mha_viz.ui.cache import get_model
-get_model("", "cpu"); step("the model's load")
+from mha_viz.serve import start
+paused.__exit__(None, None, None)
+start._load(); step("the preload's model load (start._load)")  # as the server's preload thread, after import_heavy
+assert not start.FAILED, start.FAILED
+out["load"] = os.getloadavg()[0]
 print(json.dumps(out))
 """
 
@@ -88,12 +101,18 @@ def preload_steps(folder: Path) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def copy_app(bytecode: bool) -> Path:
-    """app.py, mha_viz and .streamlit in a fresh folder (the image's /app), compiled when ``bytecode``."""
+def copy_app(bytecode: bool, rev: str | None = None) -> Path:
+    """app.py, mha_viz and .streamlit in a fresh folder (the image's /app), compiled when ``bytecode``: the working
+    tree's, or as committed at ``rev`` (read with `git archive`)."""
     dest = Path(tempfile.mkdtemp(prefix="mha-viz-cold-"))
-    shutil.copy2(ROOT / "app.py", dest / "app.py")
-    shutil.copytree(ROOT / ".streamlit", dest / ".streamlit")
-    shutil.copytree(ROOT / "mha_viz", dest / "mha_viz", ignore=shutil.ignore_patterns("__pycache__"))
+    if rev is None:
+        shutil.copy2(ROOT / "app.py", dest / "app.py")
+        shutil.copytree(ROOT / ".streamlit", dest / ".streamlit")
+        shutil.copytree(ROOT / "mha_viz", dest / "mha_viz", ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        archive = subprocess.run(["git", "archive", rev, "app.py", "mha_viz", ".streamlit"], cwd=ROOT,
+                                 capture_output=True, check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     shutil.copy2(ROOT / "benchmarks" / "floor_app.py", dest / "floor_app.py")
     if bytecode:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -129,9 +148,13 @@ def cold(browser, folder: Path, script: str, visit: str) -> dict[str, float]:
                 break
         page = browser.new_page(viewport={"width": 1500, "height": 1200})
         page.goto(url)
-        page.wait_for_function(HEATMAP, timeout=300_000, polling=50)
+        try:
+            page.wait_for_function(HEATMAP, timeout=300_000, polling=50)
+        except Exception:
+            raise RuntimeError(f"{script} drew no heatmap; the server said: {log.read_text()[-2000:]}") from None
         page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
         out["heatmap"] = time.perf_counter() - t0
+        out["load"] = os.getloadavg()[0]
         page.close()
         for line in timings.read_text().splitlines() if timings.exists() else ():
             rec = json.loads(line)
@@ -154,7 +177,7 @@ def report(name: str, runs: list[dict[str, float]], torch_s: float, floor_s: flo
     verdict = "ok" if heat <= TARGET_S else "MISSED"
     print(f"{name}: start -> heatmap {heat:.2f} s median (target <= {TARGET_S:.0f} s: {verdict}) = "
           f"{heat / torch_s:.2f} x import torch, {heat / floor_s:.2f} x the bare page")  # fmt: skip
-    keys = ("health", "ready", "imports", "model", "page_run", "heatmap")
+    keys = ("health", "ready", "imports", "model", "page_run", "heatmap", "load")
     for r in runs:
         print("    " + " | ".join(f"{k} {r[k]:.2f}" for k in keys if k in r))
 
@@ -162,49 +185,59 @@ def report(name: str, runs: list[dict[str, float]], torch_s: float, floor_s: flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--before", metavar="REV", help="also the dashboard as committed at REV (e.g. HEAD)")
+    ap.add_argument("--no-bytecode", action="store_true", help="also the working tree's dashboard without bytecode")
     args = ap.parse_args()
     check_chromium()
-    folders = {True: copy_app(True), False: copy_app(False)}
-    variants = {  # name: (folder, script, the visitor comes when this answers ok)
-        "bare Streamlit page (floor 2)": (folders[True], "floor_app.py", "health"),
-        "dashboard, bytecode, visitor at /_stcore/health": (folders[True], "app.py", "health"),
-        "dashboard, bytecode, visitor at /ready": (folders[True], "app.py", "ready"),
-        "dashboard, no bytecode, visitor at /_stcore/health": (folders[False], "app.py", "health"),
-    }
+    trees = {"now": copy_app(True)}  # which dashboard: its folder
+    if args.before:
+        trees[f"at {args.before}"] = copy_app(True, args.before)
+    variants = {"bare Streamlit page (floor 2)": (trees["now"], "floor_app.py", "health")}
+    for tree, folder in trees.items():  # name: (folder, script, the visitor comes when this answers ok)
+        variants[f"dashboard {tree}, visitor at /_stcore/health"] = (folder, "app.py", "health")
+        variants[f"dashboard {tree}, visitor at /ready"] = (folder, "app.py", "ready")
+    if args.no_bytecode:
+        trees["now, no bytecode"] = copy_app(False)
+        variants["dashboard now, no bytecode, visitor at /_stcore/health"] = (trees["now, no bytecode"], "app.py",
+                                                                               "health")  # fmt: skip
     torch_runs: list[float] = []
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-    steps: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    steps: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
                 for rep in range(args.reps):  # interleaved: the machine's load falls on every variant alike
                     torch_runs.append(import_torch_s())
-                    for bytecode, folder in folders.items():
-                        steps[bytecode].append(preload_steps(folder))
+                    for tree, folder in trees.items():
+                        steps[tree].append(preload_steps(folder))
                     for name, (folder, script, visit) in variants.items():
                         runs[name].append(cold(browser, folder, script, visit))
-                    print(f"rep {rep + 1}/{args.reps} done", file=sys.stderr)
+                    print(f"rep {rep + 1}/{args.reps} done (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
             finally:
                 browser.close()
     finally:
-        for folder in folders.values():
+        for folder in trees.values():
             shutil.rmtree(folder, ignore_errors=True)
     torch_s = statistics.median(torch_runs)
-    floor_s = statistics.median(r["heatmap"] for r in runs["bare Streamlit page (floor 2)"])
+    floor = runs["bare Streamlit page (floor 2)"]
+    floor_s = statistics.median(r["heatmap"] for r in floor)
     print(f"floor 1: python -c 'import torch' {torch_s:.2f} s median ({', '.join(f'{t:.2f}' for t in torch_runs)})")
-    print(f"floor 2: bare Streamlit page, start -> heatmap {floor_s:.2f} s median")
+    each = ", ".join(f"{r['heatmap']:.2f} at load {r['load']:.1f}" for r in floor)
+    print(f"floor 2: bare Streamlit page, start -> heatmap {floor_s:.2f} s median ({each})")
     for name in list(variants)[1:]:
         report(name, runs[name], torch_s, floor_s)
-    print("the preload's steps, one by one in a fresh process (median s; x its own import torch):")
-    for bytecode in (True, False):
-        rows = steps[bytecode]
-        total = statistics.median(sum(r.values()) for r in rows)
-        print(f"  {'with' if bytecode else 'without'} bytecode for mha_viz: {total:.2f} s in all")
-        for key in rows[0]:
-            med = statistics.median(r[key] for r in rows)
+    print("the preload's steps, one by one in a fresh process (median s, wall and process CPU; x its import torch):")
+    for tree, rows in steps.items():
+        names = [k for k in rows[0] if not k.startswith("cpu ") and k != "load"]
+        total = statistics.median(sum(r[k] for k in names) for r in rows)
+        cpu = statistics.median(sum(r["cpu " + k] for k in names) for r in rows)
+        loads = ", ".join(f"{r['load']:.1f}" for r in rows)
+        print(f"  dashboard {tree}: {total:.2f} s wall, {cpu:.2f} s CPU in all (load {loads})")
+        for key in names:
+            med, med_cpu = statistics.median(r[key] for r in rows), statistics.median(r["cpu " + key] for r in rows)
             ratio = statistics.median(r[key] / r["torch"] for r in rows)
-            print(f"    {key:34s} {med:6.2f} s  {ratio:5.2f} x torch")
+            print(f"    {key:42s} {med:6.2f} s  {med_cpu:6.2f} s CPU  {ratio:5.2f} x torch")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from mha_viz.config import DEFAULT_MODEL, PART_NAMES, hosted
 from mha_viz.models import capture, hooks, offload
 from mha_viz.models.arch import Site, discover
 from mha_viz.models.catalog import OUTSIDE_INTERFACE, refusal
+from mha_viz.models.fast_load import fast_load
 from mha_viz.models.moa import routing_hook
 from mha_viz.models.placement import Placement, split
 from mha_viz.models.sources import SUPPORTED_TEXT, hub_reachable, reason, resolve
@@ -153,8 +154,9 @@ def _load_model(name: str | None, device: str | torch.device) -> LoadedModel:
         tokenizer = transformers.AutoTokenizer.from_pretrained(src, trust_remote_code=False, **offline)
     except Exception as exc:
         raise MhaVizError(f"could not load the tokenizer of {shown!r} ({reason(exc)})") from None
-    model = None
-    for auto in model_classes(model_type, encoder_decoder):
+    autos = model_classes(model_type, encoder_decoder)
+    model = None if spread or not os.path.isdir(src) else fast_load(src, config, autos, capture.NAME)
+    for auto in autos if model is None else ():  # from_pretrained: every checkpoint fast_load does not take
         try:
             model = auto.from_pretrained(
                 src, attn_implementation=capture.NAME, use_safetensors=True, trust_remote_code=False,
