@@ -113,11 +113,13 @@ def controls(page: Page, meter: Meter, reps: int, floor: float, only: str = "") 
     return out
 
 
-def tabs(page: Page, meter: Meter, reps: int, only: str = "") -> dict[str, dict[str, float]]:
-    """Median time to switch to each tab (from the previous one), after a first visit that fills its caches."""
+def tabs(page: Page, meter: Meter, reps: int, only: str = "", exact: str = "") -> dict[str, dict[str, float]]:
+    """Median time to switch to each tab (from the previous one), after a first visit that fills its caches.
+    ``exact``: a comma-separated list of view names, measured in the order of the views."""
     from mha_viz.ui.sidebar import VIEWS
 
-    names = [n for n in VIEWS if only in n]  # every view, its group opened first when needed (harness.open_tab)
+    wanted = {x.strip() for x in exact.split(",") if x.strip()}
+    names = [n for n in VIEWS if (n in wanted if wanted else only in n)]  # its group opened first when needed
     if len(names) == 1:  # a switch needs a tab to come from
         names.insert(0, next(n for n in VIEWS if n != names[0]))
     for name in names:  # first visits: computed once per text, then cached
@@ -134,12 +136,14 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5, help="changes per control (median)")
     parser.add_argument("--busy", type=int, default=0, help="busy processes beside the dashboard")
     parser.add_argument("--only", default="", help="measure only the controls and tabs whose name contains this")
+    parser.add_argument("--tabs", default="", help="only these tab switches (comma-separated view names), no controls")
     args = parser.parse_args()
     check_chromium()
     timings = Path(tempfile.mkstemp(prefix="mha-viz-timings-", suffix=".jsonl")[1])
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
+            print(f"load average before: {Path('/proc/loadavg').read_text().split()[:3]}")
             floor = floor_change(browser, args.reps)
             print(f"floor (bare Streamlit page, one 15 × 15 heatmap redrawn): {floor:.2f} s per change")
             with App(env={"MHA_VIZ_TIMINGS": str(timings)}) as app, Busy(args.busy):
@@ -151,8 +155,9 @@ def main() -> None:
                 watch(page)
                 beside = f", {args.busy} busy processes beside it" if args.busy else ", quiet"
                 print(f"Seed sentence, bundled MiniLM{beside}, medians of {args.reps} changes each:")
-                controls(page, meter, args.reps, floor, args.only)
-                per_tab = tabs(page, meter, args.reps, args.only)
+                if not args.tabs:
+                    controls(page, meter, args.reps, floor, args.only)
+                per_tab = tabs(page, meter, args.reps, args.only, args.tabs)
                 for name, m in per_tab.items():
                     report(f"tab switch → {name}", m, floor)
                 if not per_tab:
@@ -164,6 +169,7 @@ def main() -> None:
                     f"slowest {worst} {per_tab[worst]['s']:.2f} s; "
                     f"{sum(t <= TARGET_S for t in all_tabs)} of {len(all_tabs)} within {TARGET_S} s"
                 )
+                print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
         finally:
             browser.close()
             timings.unlink(missing_ok=True)

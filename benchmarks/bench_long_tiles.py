@@ -3,7 +3,9 @@
 Run:  python benchmarks/bench_long_tiles.py [--tokens 8192 2048] [--layer 9] [--device cuda]
 Each step runs in a fresh process (its own peak memory): for each length,
   floor        the model's own forward pass with SDPA (no attention weights), the last position's logits only;
-  record       mha-viz's whole recording (pipeline.road.record: every layer tiled, statistics, self-check, tiles);
+  record       mha-viz's whole recording (pipeline.road.record: every layer tiled: the fused kernel, q, k, v, the
+               rows' log-sum-exp, the check rows; no pooled map: afterwards one layer's pooled map is computed on
+               demand, as a view asks for it, and its CPU seconds printed as pooled_layer_cpu_s);
   floor_layer  the SDPA pass up to the shown layer (stopped after its attention);
   first        the first view's recording (road.record_layer: the pass up to the shown layer, that layer recorded).
 Printed: seconds (wall, and the process's CPU seconds: the fairer figure on a shared machine), peak RSS of the
@@ -84,6 +86,7 @@ def one(step: str, n: int, layer: int, device: str = "cpu") -> dict:
     from mha_viz.config import Config
     from mha_viz.models.sources import smollm2_dir
     from mha_viz.pipeline import road
+    from mha_viz.selection import Selection
 
     torch.set_grad_enabled(False)
     if step.startswith("floor"):
@@ -114,10 +117,17 @@ def one(step: str, n: int, layer: int, device: str = "cpu") -> dict:
             if step == "record":
                 rec = road.record(lm, text, tile_cells=256)
             else:
-                rec = road.record_layer(lm, text, None, layer)
+                rec = road.record_layer(lm, Selection(Config(model="smollm2", device=device), text, None, None, layer))
             t1, c1 = clock(device)
         calls = list(rec.run.calls.values())
         extra = {"delta": max(c.delta for c in calls), "fused": sum(c.fused for c in calls), "calls": len(calls)}
+        if step == "record":  # one layer's pooled map on demand (the Overview's 48 a side), not part of the recording
+            from mha_viz.pooling import pool_factor
+
+            call = rec.run.calls[(lm.part(None), layer)]
+            _, c2 = clock(device)
+            call.pooled_map(pool_factor(call.q.shape[-2], call.k.shape[-2], 48))
+            extra["pooled_layer_cpu_s"] = clock(device)[1] - c2
         n = len(rec.tokens.ids)
     return {
         "step": step,
@@ -170,7 +180,9 @@ def main() -> None:
               f"({rec['above_gb']:.2f} GB above the loaded "
               f"model; SDPA pass peak {got['floor']['peak_gb']:.2f} GB; target <= 2.5 GB); self-check "
               f"max |diff| {rec['delta']:.1e}; fused calls {rec['fused']}/{rec['calls']} (first view: "
-              f"{first['fused']}/{first['calls']}); load average {rec['load']:.1f}", flush=True)  # fmt: skip
+              f"{first['fused']}/{first['calls']}); one layer's pooled map on demand (not in the recording) "
+              f"{rec.get('pooled_layer_cpu_s', float('nan')):.1f} CPU s; load average {rec['load']:.1f}",
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

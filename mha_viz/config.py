@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 OWN = "own"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the bundled offline model
@@ -101,14 +102,23 @@ def hosted() -> bool:
     ).strip().lower() in ("1", "true", "yes")
 
 
+# --- Config's three parts: the cache keys and the road take the one they depend on; each default is written here once,
+# and Config's flat fields read theirs from these (_part_field) ----------------------------------------------------
 @dataclass(frozen=True)
-class Config:
-    """Everything that decides a trace besides the text, the attention kind and the layer."""
+class Source:
+    """Where the model comes from (Config.model …) and where it runs (device, dtype, placement)."""
 
     model: str = ""  # "" = the bundled MiniLM; "smollm2"; a Hugging Face id or folder; "own" = own weights
     device: str = "cpu"
     dtype: str = "float32"
-    # own weights (model == "own"): made from these, or loaded from weights_file (.safetensors bytes)
+    # a pretrained model spread over devices by a device map (models/placement.py's Placement.encode()); "" whole
+    placement: str = ""
+
+
+@dataclass(frozen=True)
+class OwnWeights:
+    """Own weights' settings (Config.model == "own"): made from these, or loaded from weights_file (.safetensors)."""
+
     d_model: int = 512
     n_heads: int = 8
     seed: int = 0  # own weights and their random embeddings
@@ -125,7 +135,12 @@ class Config:
     variant_top_k: int = 2  # moh: heads per token
     variant_gates: str = "router"  # moh: "router" | "equal"
     variant_rank: int = 2  # dcmha: rank of the cross-head mixing
-    # what-ifs
+
+
+@dataclass(frozen=True)
+class WhatIfs:
+    """The what-if edits of a traced layer (Config.heads …): what the traces of one recorded run differ by."""
+
     heads: int | None = None  # re-split into this many heads (None: as the layer has them)
     wo: str = "learned"  # "learned" | "identity" | "random"
     wo_seed: int = 0  # for wo = "random"
@@ -133,8 +148,53 @@ class Config:
     head_scale: tuple[tuple[int, float], ...] = ()  # (head, factor) pairs multiplying W^O blocks
     causal: bool = False  # add a causal mask (decoders always have one)
     scaled: bool = True  # multiply scores by the model's scale (1/sqrt(d_head) by default)
-    # a pretrained model spread over devices by a device map (models/placement.py's Placement.encode()); "" whole
-    placement: str = ""
+
+    @property
+    def none(self) -> bool:
+        """No what-if is set: the layer as the model has it."""
+        return self == WhatIfs()
+
+
+def _part_field(part: type, name: str) -> Any:
+    """Config's field ``name`` as its part declares it (its default and whether repr shows it)."""
+    declared = part.__dataclass_fields__[name]
+    return field(default=declared.default, repr=declared.repr)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything that decides a trace besides the text, the attention kind and the layer: the three parts above,
+    flat (``Config(heads=4)``, ``config.heads``); each field's default and meaning are its part's."""
+
+    # where the model comes from and runs (Source)
+    model: str = _part_field(Source, "model")
+    device: str = _part_field(Source, "device")
+    dtype: str = _part_field(Source, "dtype")
+    # own weights (OwnWeights; model == "own")
+    d_model: int = _part_field(OwnWeights, "d_model")
+    n_heads: int = _part_field(OwnWeights, "n_heads")
+    seed: int = _part_field(OwnWeights, "seed")
+    init: str = _part_field(OwnWeights, "init")
+    bias: bool = _part_field(OwnWeights, "bias")
+    embeddings: str = _part_field(OwnWeights, "embeddings")
+    tokens: str = _part_field(OwnWeights, "tokens")
+    positions: bool = _part_field(OwnWeights, "positions")
+    weights_file: bytes | None = _part_field(OwnWeights, "weights_file")
+    variant: str = _part_field(OwnWeights, "variant")
+    variant_groups: int = _part_field(OwnWeights, "variant_groups")
+    variant_width: int = _part_field(OwnWeights, "variant_width")
+    variant_top_k: int = _part_field(OwnWeights, "variant_top_k")
+    variant_gates: str = _part_field(OwnWeights, "variant_gates")
+    variant_rank: int = _part_field(OwnWeights, "variant_rank")
+    # the what-ifs (WhatIfs)
+    heads: int | None = _part_field(WhatIfs, "heads")
+    wo: str = _part_field(WhatIfs, "wo")
+    wo_seed: int = _part_field(WhatIfs, "wo_seed")
+    ablate: tuple[int, ...] = _part_field(WhatIfs, "ablate")
+    head_scale: tuple[tuple[int, float], ...] = _part_field(WhatIfs, "head_scale")
+    causal: bool = _part_field(WhatIfs, "causal")
+    scaled: bool = _part_field(WhatIfs, "scaled")
+    placement: str = _part_field(Source, "placement")  # last, where it has always been (positional order kept)
 
     @property
     def own(self) -> bool:
@@ -177,56 +237,6 @@ class Config:
 
     def replace(self, **changes: object) -> Config:
         return dataclasses.replace(self, **changes)
-
-
-# --- Config's three parts: the cache keys and the road take the one they depend on ---------------------------------
-@dataclass(frozen=True)
-class Source:
-    """Where the model comes from (Config.model …) and where it runs (device, dtype, placement)."""
-
-    model: str = ""
-    device: str = "cpu"
-    dtype: str = "float32"
-    placement: str = ""
-
-
-@dataclass(frozen=True)
-class OwnWeights:
-    """Own weights' settings (Config.model == "own"): how they are made or the file they are loaded from."""
-
-    d_model: int = 512
-    n_heads: int = 8
-    seed: int = 0
-    init: str = "xavier"
-    bias: bool = False
-    embeddings: str = "random"
-    tokens: str = "pieces"
-    positions: bool = False
-    weights_file: bytes | None = field(default=None, repr=False)
-    variant: str = "mha"
-    variant_groups: int = 2
-    variant_width: int = 4
-    variant_top_k: int = 2
-    variant_gates: str = "router"
-    variant_rank: int = 2
-
-
-@dataclass(frozen=True)
-class WhatIfs:
-    """The what-if edits of a traced layer (Config.heads …): what the traces of one recorded run differ by."""
-
-    heads: int | None = None
-    wo: str = "learned"
-    wo_seed: int = 0
-    ablate: tuple[int, ...] = ()
-    head_scale: tuple[tuple[int, float], ...] = ()
-    causal: bool = False
-    scaled: bool = True
-
-    @property
-    def none(self) -> bool:
-        """No what-if is set: the layer as the model has it."""
-        return self == WhatIfs()
 
 
 _SOURCE = tuple(f.name for f in dataclasses.fields(Source))

@@ -114,18 +114,44 @@ def pooled(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, f: int, scale: float, softcap: float | None,
     add: torch.Tensor | None, allowed: torch.Tensor | None, sink: bool = False, cells: int = 2**23,
 ) -> torch.Tensor:  # fmt: skip
-    """Batch item 0's weights averaged over f×f tiles (the last tile on each side may be partial: it averages the cells
-    it has), computed a block of whole tiles of rows at a time from the statistics. Shapes: q [b, h, n, d], k [b, kv,
-    n_k, d], lse [b, h, n], add and allowed [b|1, h|1, n|1, n_k] or None; returns [h, ceil(n/f), ceil(n_k/f)]."""
-    n, n_k, h = q.shape[-2], k.shape[-2], q.shape[1]
+    """Batch item 0's weights exp(s − lse) averaged over f×f tiles (the last tile on each side may be partial: it
+    averages the cells it has), computed on demand from q, k and the rows' log-sum-exp, a block of whole tiles of rows
+    at a time (at most ``cells`` scores), each block on the keys its rows may see (key_span: a causal block's keys up
+    to its last row; the others' weights are exactly 0), in q's precision (float32, or float64), one matmul per K head
+    (the K heads never repeated; without soft-cap the log-sum-exp is folded in: [q · scale, −lse] · [k, 1]ᵀ). A row
+    that may see no key gets the eager softmax's 1 / n_k on every key (0 with a learned sink).
+    Shapes: q [b, h, n, d], k [b, kv, n_k, d], lse [b, h, n], add and allowed [b|1, h|1, n|1, n_k] or None; returns
+    [h, ceil(n/f), ceil(n_k/f)] float32."""
+    h, n = int(q.shape[1]), int(q.shape[-2])
+    kv, n_k = int(k.shape[1]), int(k.shape[-2])
+    g = h // kv
+    dt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    fold = softcap is None
+    q1 = q[0].to(dt) * scale  # [h, n, d]
+    k1 = k[0].to(dt)  # [kv, n_k, d]
+    if fold:
+        q1 = torch.cat([q1, -lse[0].to(dt).unsqueeze(-1)], -1)  # [h, n, d + 1]
+        k1 = torch.cat([k1, torch.ones(kv, n_k, 1, dtype=dt, device=k.device)], -1)  # [kv, n_k, d + 1]
+    out = torch.zeros(h, -(-n // f), -(-n_k // f))
     rows = max(f, cells // max(1, h * n_k) // f * f)
-    out = []
-    for r in range(0, n, rows):
-        sl = slice(r, min(n, r + rows))
-        w = window_weights(q[:1, :, sl], k[:1], lse[:1, :, sl], scale, softcap, _rows(add, sl), _rows(allowed, sl),
-                           sink, n_k)[0]  # fmt: skip
-        out.append(tile_means(w, f))
-    return torch.cat(out, dim=-2)
+    for r0 in range(0, n, rows):
+        sl = slice(r0, min(n, r0 + rows))
+        r = sl.stop - r0
+        ok = None if allowed is None else _rows(allowed, sl)[0]  # [h|1, r|1, n_k]
+        lo, hi = key_span(ok, n_k)
+        lo, hi = lo // f * f, min(n_k, -(-hi // f) * f)  # whole tiles of keys
+        s = torch.bmm(q1[:, sl].reshape(kv, g * r, -1), k1[:, lo:hi].transpose(1, 2)).view(h, r, hi - lo)
+        if not fold:
+            s.div_(softcap).tanh_().mul_(softcap).sub_(lse[0, :, sl].to(dt).unsqueeze(-1))
+        if add is not None:
+            s.add_(_rows(add, sl)[0][..., lo:hi].to(dt))
+        if ok is not None:
+            s.masked_fill_(~ok[..., lo:hi], -math.inf)
+        w = s.exp_()
+        if ok is not None and bool(dead_rows(ok).any()):  # key_span kept every key: the eager softmax's rows
+            w = torch.where(dead_rows(ok).unsqueeze(-1), 0.0 if sink else 1.0 / n_k, w)
+        out[:, r0 // f : -(-sl.stop // f), lo // f : -(-hi // f)] = tile_means(w, f, n_k - lo).cpu()
+    return out
 
 
 def tile_means(w: torch.Tensor, f: int, width: int | None = None) -> torch.Tensor:
@@ -147,7 +173,8 @@ def tile_means(w: torch.Tensor, f: int, width: int | None = None) -> torch.Tenso
 
 
 def _rows(t: torch.Tensor | None, sl: slice) -> torch.Tensor | None:
-    return None if t is None or t.shape[-2] == 1 else t[..., sl, :]
+    """A block of a mask's rows; a one-row mask (a padding mask, or one query's row) holds for every row as it is."""
+    return t if t is None or t.shape[-2] == 1 else t[..., sl, :]
 
 
 def row_lse(

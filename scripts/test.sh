@@ -15,6 +15,10 @@ venv="${MHA_VIZ_VENV:-$root/.venv}"
 bash "$root/scripts/setup.sh" --dev
 cd "$root"
 export HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
+# Bytecode is written (next to the sources; .gitignore'd): the suite starts ~60 Python processes (pytest workers,
+# servers, CLI runs, kernels) that would each compile mha_viz and pytest would re-rewrite every test module's asserts
+# in each collection when PYTHONDONTWRITEBYTECODE is set.
+unset PYTHONDONTWRITEBYTECODE
 "$venv/bin/ruff" check .
 "$venv/bin/ruff" format --check .
 if [ "$fast" = 1 ]; then

@@ -56,6 +56,11 @@ def panels(at: AppTest) -> list[tuple[str, dict]]:
     out = []
     for spec in specs(at):
         layout = spec["layout"]
+        if layout.get("meta") == "matrix panels":  # figures.stack: rows of pairs in one chart, panel i on x<i+1>
+            for i, note in enumerate(layout["annotations"]):
+                axis = f"x{i + 1 if i else ''}"
+                out.append((note["text"], {"data": [t for t in spec["data"] if t["xaxis"] == axis], "layout": layout}))
+            continue
         title = (layout.get("title") or {}).get("text")
         if title or "xaxis2" not in layout or "xaxis3" in layout:  # a chart of its own, or a grid
             out.append((title or "", spec))

@@ -27,6 +27,9 @@ def test_default_page_heads_view(minilm) -> None:
     _, _, (trace,) = traces(Config(), SENTENCE, layers=[0], lm=minilm)
     np.testing.assert_allclose(array(maps[5]["z"]), trace.pattern[5].numpy(), atol=1e-6)
     assert at.selectbox(key="focus").value == "it"
+    titles = [a["text"] for a in grid["layout"]["annotations"]]  # the grid's titles carry the heads' roles
+    assert titles[2] == "head 2 · previous token"  # MiniLM layer 0 head 2 attends to the previous token
+    assert all(t.startswith("head ") and " · " in t for t in titles)
 
 
 def test_controls_change_the_figures(minilm) -> None:
@@ -46,7 +49,7 @@ def test_controls_change_the_figures(minilm) -> None:
     ("view", "n_charts"),
     [  # the other views' pages are opened (and their charts counted) by the tests below, each once
         ("Compare heads", 5),
-        ("Step by step", 6),  # 11 matrices: five pairs drawn as one chart each (figures.matrix_pair), one alone
+        ("Step by step", 1),  # 11 matrices: five pairs and one alone, stacked in one chart (figures.stack)
     ],
 )
 def test_every_view_renders(view: str, n_charts: int, minilm) -> None:
@@ -148,13 +151,6 @@ def test_own_weights_and_seed_example(minilm) -> None:
     assert "[4 × 512]" in step(at, "1. X")[0] and "[4 × 64]" in step(at, "2a. Q_0")[0]
     at.sidebar.number_input(key="own_heads").set_value(7).run()
     assert not at.exception and "not divisible" in at.error[0].value
-
-
-def test_heads_grid_titles_carry_roles(minilm) -> None:
-    at = run_app(view="Heads", layer="0")
-    titles = [a["text"] for a in specs(at)[0]["layout"]["annotations"]]
-    assert titles[2] == "head 2 · previous token"  # MiniLM layer 0 head 2 attends to the previous token
-    assert all(t.startswith("head ") and " · " in t for t in titles)
 
 
 def test_roles_table_and_where_ranking(minilm) -> None:
@@ -414,8 +410,8 @@ def test_step_by_step_shows_the_rotary_step() -> None:
     at = run_app(src="SmolLM2-135M (bundled)", view="Step by step", step_head="head 0")
     assert_clean(at)
     titles = [title for title, _ in panels(at)]
-    # a short text's key rows are its query rows: every matrix is drawn two to a chart (the last one alone)
-    assert len(titles) == 13 and len(specs(at)) == 7, titles
+    # a short text's key rows are its query rows: every matrix two to a row (the last one alone), in one chart
+    assert len(titles) == 13 and len(specs(at)) == 1, titles
     assert any(t.startswith("2a. Q_0 = X · W_Q[0], before rotation") for t in titles), titles
     assert any(t.startswith("2b. K_0 = X · W_K[0], before rotation") for t in titles)
     assert any(t.startswith("2c. Q_0 rotated (rotary positions)") for t in titles)

@@ -147,3 +147,59 @@ def test_the_pages_pass_admits_a_long_text_by_its_tiled_cost(smollm2, monkeypatc
     assert budget.recording_estimate(s) > budget.max_request_mb() * 2**20 > tiled_bytes(s) + budget.SLACK
     with admitted_pass(smollm2, text, timed=False) as got:  # refused before the fix
         assert got.n_q == s.n_q >= 8000
+
+
+def test_one_admission_rule_for_a_recording() -> None:
+    """road.recording_bytes is the one rule (issue 36 §3): a slim (long) text by its tiled recording, else the untiled
+    estimate with one layer's trace; the road's check refuses exactly what it counts over the limit."""
+    from mha_viz.pipeline.road import _check_recording, recording_bytes, tiled_bytes
+
+    s = budget.Sizes(8150, 8150, 9, 3, 64, 576, 30)  # SmolLM2's shape at 8,150 tokens
+    tiled, untiled = recording_bytes(s, True), recording_bytes(s, False)
+    assert tiled < untiled // 4  # no [h, n, n] per layer in the tiled one
+    assert untiled == budget.recording_estimate(s) > s.recording_bytes()
+    assert tiled > tiled_bytes(s) > s.n_layers * 4 * s.n_heads * s.n_q * s.d_head  # every layer's q at least
+    for slim in (True, False):
+        need = recording_bytes(s, slim)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MHA_VIZ_MAX_REQUEST_MB", str(need // 2**20))  # just under the need: refused
+            with pytest.raises(MhaVizError, match=f"about {need / 2**20:,.0f} MB"):
+                _check_recording(s, slim)
+            mp.setenv("MHA_VIZ_MAX_REQUEST_MB", str(need // 2**20 + 1))  # just over it: admitted
+            _check_recording(s, slim)
+
+
+def test_the_road_and_the_page_admit_a_pass_by_the_same_rule(minilm, monkeypatch) -> None:
+    """The page's pass (ui/pass_budget.admitted_pass) and the road's record() refuse and admit the same text at the
+    same limit, both by road.recording_bytes."""
+    from mha_viz.pipeline.road import is_slim, recording_bytes
+    from mha_viz.ui.pass_budget import admitted_pass, pass_sizes
+
+    monkeypatch.delenv("MHA_VIZ_HOSTED", raising=False)
+    monkeypatch.delenv("MHA_VIZ_MAX_REQUEST_S", raising=False)
+    need = recording_bytes(pass_sizes(minilm, SENTENCE), is_slim(minilm, SENTENCE))
+    monkeypatch.setenv("MHA_VIZ_MAX_REQUEST_MB", str(need // 2**20))
+    refused = []
+    for attempt in (lambda: record(minilm, SENTENCE), lambda: admitted_pass(minilm, SENTENCE).__enter__()):
+        with pytest.raises(MhaVizError, match=r"would need about [\d,]+ MB") as err:
+            attempt()
+        refused.append(str(err.value).split(" would need ")[1])
+    assert refused[0] == refused[1]  # the same figure
+    monkeypatch.setenv("MHA_VIZ_MAX_REQUEST_MB", str(need // 2**20 + 1))
+    with admitted_pass(minilm, SENTENCE, timed=False) as s:
+        assert len(record(minilm, SENTENCE).tokens.ids) == s.n_q
+
+
+def test_the_caches_keep_a_long_recording_locally_and_stay_small_hosted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Locally the caches together hold a long text's recording (SmolLM2's 8,192 tokens, ~1 GB: at 320 MB it was
+    recorded again, 10-15 minutes, on every page run); hosted mode keeps 320 MB; MHA_VIZ_CACHE_MB overrides both."""
+    from mha_viz.ui.memo import cache_limit_bytes
+
+    monkeypatch.delenv("MHA_VIZ_CACHE_MB", raising=False)
+    monkeypatch.delenv("MHA_VIZ_ALLOWED_MODELS", raising=False)
+    monkeypatch.delenv("MHA_VIZ_HOSTED", raising=False)
+    assert cache_limit_bytes() == 2048 * 2**20 >= 2**30
+    monkeypatch.setenv("MHA_VIZ_HOSTED", "1")
+    assert cache_limit_bytes() == 320 * 2**20
+    monkeypatch.setenv("MHA_VIZ_CACHE_MB", "64")
+    assert cache_limit_bytes() == 64 * 2**20

@@ -222,3 +222,19 @@ def test_a_request_past_its_deadline_is_cut_with_a_notice(minilm, monkeypatch) -
     assert not at.exception, [e.value for e in at.exception]
     errors = [e.value.replace("\\", "") for e in at.error]  # plain(): Markdown escaped
     assert any("Ablation was stopped after" in e and "MHA_VIZ_MAX_REQUEST_S" in e for e in errors), errors
+
+
+def test_heads_and_overview_at_length_are_estimated_by_their_pooled_maps_not_a_whole_pattern() -> None:
+    """SmolLM2's shape at 8,150 tokens: Heads and Overview draw pooled exact maps from the tiled recording (a block
+    of scores at a time), so the default local limit admits them; the untiled [h, n, n] estimate (8 GB) refused
+    Heads at this length although it never builds that matrix. Step by step (a whole [h, n, n]) stays refused."""
+    s = budget.Sizes(8150, 8150, 9, 3, 64, 576, n_layers=30, vocab=49_152)
+    limit = budget.max_request_mb() * 2**20
+    for view in ("Heads", "Overview"):
+        assert budget.estimate(view, s) > limit  # as a whole pattern: refused
+        assert budget.estimate(view, s, at_length=True) < limit // 4, view
+        budget.check(view, s, at_length=True)  # no MhaVizError
+        assert budget.seconds(view, s, at_length=True) < budget.seconds(view, s), view
+    assert budget.seconds("Overview", s, at_length=True) > 20 * budget.seconds("Heads", s, at_length=True) / 2
+    with pytest.raises(MhaVizError, match="Step by step"):
+        budget.check("Step by step", s, at_length=True)  # no pooled form: at_length changes nothing

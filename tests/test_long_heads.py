@@ -15,7 +15,7 @@ import torch
 from mha_viz.analysis import long_heads as rules
 from mha_viz.models.load import load_model
 from mha_viz.pipeline import door
-from mha_viz.pooling import block_means
+from mha_viz.pooling import block_means, pool_factor
 from mha_viz.studies.long_heads import layer_shares
 from zoo import eager_pass
 
@@ -49,8 +49,9 @@ def test_shares_from_the_tiled_statistics_equal_the_eager_weights(llama) -> None
         assert np.allclose(got[0], want_sink.numpy(), atol=TOL) and np.allclose(got[1], want_local.numpy(), atol=TOL)
         assert np.allclose(got[2], want_union.numpy(), atol=TOL)
         assert np.allclose(got[3], rules.vertical_slash_recall(p[:, -64:].numpy(), n - 64), atol=TOL)
-        pooled = block_means(p.numpy(), call.tile_f)
-        assert np.allclose(got[4], rules.block_sparse_recall(pooled, call.tile_f, n, n), atol=TOL)
+        f = pool_factor(n, n, 10)  # the recording keeps no tile map: layer_shares pools on demand at 10 a side
+        pooled = block_means(p.numpy(), f)
+        assert np.allclose(got[4], rules.block_sparse_recall(pooled, f, n, n), atol=TOL)
 
 
 def test_greedy_generation_is_the_models_greedy_decoding(llama) -> None:

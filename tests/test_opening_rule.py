@@ -18,6 +18,7 @@ from mha_viz.analysis.referents import default_pair, specific_head
 from mha_viz.cli.export import figures_of
 from mha_viz.config import Config
 from mha_viz.pipeline.road import traces
+from mha_viz.selection import Selection
 from mha_viz.ui.found import found_head
 from tests.conftest import SENTENCE
 
@@ -38,7 +39,7 @@ def model(request, minilm, llama_dir: str) -> str:
 
 def test_the_app_the_notebook_and_the_cli_open_the_same_head(model: str) -> None:
     want = _reference(model)
-    app = found_head(Config(model=model), SENTENCE, None, None)
+    app = found_head(Selection(Config(model=model), SENTENCE))
     assert app is not None and (app.layer, app.head) == want
     assert show.found(SENTENCE, model=model)[:2] == want
     args = argparse.Namespace(view="head", text=SENTENCE, model=model, layer=None, head=None, focus=None)

@@ -22,20 +22,30 @@ def _recorded_texts() -> set[str]:
     return {key[0][2] for key in list(get_recording.cache._items)}
 
 
+NO_PRETRAINED = ("Two sentences", "Circuits", "Where does it look?", "Head roles")  # need no pretrained model
+
+
 @pytest.mark.parametrize("view", VIEWS)
 def test_every_view_draws_the_own_layer(view: str) -> None:
+    """One AppTest per view on own weights. The four views that need no pretrained model run on the seed sentence
+    (Two sentences compares it with "… too wide"): before, each answered "looks across the layers of a pretrained
+    model" and drew nothing. The Overview's tiles are the own layer's pattern (1 layer × 8 heads)."""
+    text = SENTENCE if view in NO_PRETRAINED else TEXT
     get_recording.cache.clear()
-    at = run_app(**OWN, view=view)
+    at = run_app(**{**OWN, "text": text}, view=view)
     assert_clean(at)
-    assert TEXT not in _recorded_texts(), f"{view} ran the bundled model on the text under an own-weights caption"
+    assert text not in _recorded_texts(), f"{view} ran the bundled model on the text under an own-weights caption"
     for spec in specs(at):  # no figure shows a layer the own weights do not have
         title = str(spec.get("layout", {}).get("title", {}).get("text", ""))
         assert "6 layers" not in title and "12 heads" not in title, (view, title)
+    if view in NO_PRETRAINED:
+        assert not any("pretrained" in i.value for i in at.info), [i.value for i in at.info]
+        assert specs(at) and not at.warning, [w.value for w in at.warning]
+    if view == "Overview":
+        _overview_tiles_are_the_own_pattern(at)
 
 
-def test_overview_tiles_are_the_own_pattern() -> None:
-    at = run_app(**OWN, view="Overview")
-    assert_clean(at)
+def _overview_tiles_are_the_own_pattern(at) -> None:
     config = Config(model="own", d_model=512, n_heads=8, seed=0, tokens="words")
     _, _, trace = own_trace(load(Config()), TEXT, config)
     want = trace.pattern.numpy()  # [8, 4, 4]
@@ -77,12 +87,3 @@ def test_circuits_of_own_weights_are_their_one_layers_circuits() -> None:
     assert {m.label: m.value for m in at.metric}["Copying score of head 3"] == f"{want[3]:+.3f}"
     table = at.table[0].value  # OV: the text's own tokens (words) as sources
     assert list(table["source token"]) == TEXT.split()
-
-
-@pytest.mark.parametrize("view", ["Two sentences", "Circuits", "Where does it look?", "Head roles"])
-def test_views_that_need_no_pretrained_model_run_on_own_weights(view: str) -> None:
-    """Before, each answered "looks across the layers of a pretrained model" and drew nothing."""
-    at = run_app(**{**OWN, "text": SENTENCE}, view=view)  # (Two sentences compares it with "… too wide")
-    assert_clean(at)
-    assert not any("pretrained" in i.value for i in at.info), [i.value for i in at.info]
-    assert specs(at) and not at.warning, [w.value for w in at.warning]

@@ -53,16 +53,36 @@ def test_a_sliding_window_block_reads_only_its_keys() -> None:
 
 @pytest.mark.parametrize("kind", ["llama", "bert"])
 def test_pooled_maps_equal_the_pooled_eager_weights_at_1024_tokens(kind: str) -> None:
+    """The recording keeps no tile map (issue 38 §2: only q, k, v and the rows' statistics); any pooled map is computed
+    on demand from them and equals the pooled eager weights, for every head and for a slice of heads."""
     model = _model(kind)
     n = 1024
     ids, mask = _batch(n)
     ids, mask = ids[:1], mask[:1]
     theirs = _eager_pass(model, ids, mask)
-    _, calls = _tiled_pass(model, ids, mask, block=4 * n * 100, tile_cells=64)  # f = 16; blocks of 96 rows
+    _, calls = _tiled_pass(model, ids, mask, block=4 * n * 100, tile_cells=64)  # blocks of 100 rows
     for call, weights in zip(calls, theirs.attentions, strict=True):
-        want = block_means(weights[0].float().numpy(), 16)  # [h, 64, 64]
-        assert call.tile_f == 16 and call.tiles.shape == want.shape
-        assert float(np.abs(call.tiles - want).max()) <= TOL  # recorded during the pass
-        allowed = tiles.allowed_of(call.allowed) if call.allowed is not None else None
-        again = tiles.pooled(call.q, call.k, call.row_lse, 16, call.scaling, call.softcap, call.bias, allowed)
-        assert float(np.abs(again.numpy() - want).max()) <= TOL  # recomputed on demand from the statistics
+        assert call.tiles is None and call.tile_f == 0  # nothing pooled during the pass
+        for f in (16, 7):  # whole tiles, and partial last tiles on both sides
+            want = block_means(weights[0].float().numpy(), f)  # [h, ceil(n/f), ceil(n/f)]
+            got = call.pooled_map(f)
+            assert got.shape == want.shape
+            assert float(np.abs(got - want).max()) <= TOL
+        assert (
+            float(np.abs(call.pooled_map(16, slice(1, 3)) - block_means(weights[0, 1:3].float().numpy(), 16)).max())
+            <= TOL
+        )
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_row_lse_keeps_a_one_row_mask_for_every_row(rows: int) -> None:
+    """A mask with one row (a padding mask over keys, or one query's own row) holds for every query row: it must
+    not be dropped (it was: `_rows` gave None, and `~None` raised for the focus row of an untiled recording)."""
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 2, rows, 8, generator=g), torch.randn(1, 2, 7, 8, generator=g)  # [b, h, n, d], [b, kv, 7, d]
+    allowed = torch.tensor([True, True, False, True, False, True, True]).reshape(1, 1, 1, 7)  # [1, 1, 1, n_k]
+    add = torch.where(allowed, 0.0, -1e9)  # the same mask as eager's additive float
+    s = (q.double() @ k.double().transpose(-1, -2)) * 0.5  # [1, 2, rows, 7]
+    want = torch.logsumexp(s.masked_fill(~allowed, -float("inf")), -1)  # [1, 2, rows]
+    assert torch.allclose(tiles.row_lse(q, k, 0.5, None, None, allowed), want, atol=1e-12)
+    assert torch.allclose(tiles.row_lse(q, k, 0.5, None, add.double(), None), want, atol=1e-9)

@@ -16,6 +16,7 @@ A tier marker written in the test module (``pytestmark``) or on the test wins ov
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -44,9 +45,15 @@ def _in_tests(module_name: str | None) -> types.ModuleType | None:
     """The module of that name when it is one of ours under tests/ (a test module, conftest, a helper)."""
     module = sys.modules.get(module_name or "")
     file = getattr(module, "__file__", None)
-    if file and Path(file).resolve().is_relative_to(TESTS_DIR):
+    if file and _under_tests(file):
         return module
     return None
+
+
+@functools.cache
+def _under_tests(file: str) -> bool:
+    """Whether a module file lies under tests/ (asked ~10^5 times a collection: the path is resolved once)."""
+    return Path(file).resolve().is_relative_to(TESTS_DIR)
 
 
 def _codes(code: types.CodeType) -> list[types.CodeType]:

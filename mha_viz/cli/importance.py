@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mha_viz.analysis import csv_cells
-from mha_viz.cli.options import add_device, add_input, check_out, pretrained
+from mha_viz.cli.options import add_device, add_input, check_out, pretrained, request, texts
 
 COLUMNS = ("layer", "head", "importance")
 CURVE_COLUMNS = ("heads_removed", "share_removed", "by_importance", "random_mean", "random_min", "random_max")
@@ -24,13 +24,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace) -> None:
-
     from mha_viz.studies import importance as im
 
     out = check_out(args.out, ".csv")
     curve_path = None if args.curve is None else check_out(args.curve, ".csv", flag="--curve")
     lm = pretrained(args, "importance needs a pretrained model; own weights are one layer with no output to measure")
-    scorer = im.Scorer(lm, args.text, args.part, args.target)
+    scorer = im.Scorer.of(lm, request(args, lm), texts(args))  # --part, --target; every --text averaged
     imp = im.head_importance(scorer)
     L, H = imp.shape
     with open(out, "w", encoding="utf-8", newline="") as fh:

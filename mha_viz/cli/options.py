@@ -135,11 +135,25 @@ def model_name(args: argparse.Namespace) -> str:
 
 def selection(args: argparse.Namespace, config: Config) -> Selection:
     """The one request value the flags make (what the dashboard's sidebar makes from its controls): ``config``
-    with --text, --target, --part and --layer (None without it: every layer)."""
+    with --text (a command that averages repeated --text: the first; texts() gives them all), --target, --part and
+    --layer (None without it: every layer)."""
     from mha_viz.selection import Selection
 
-    return Selection(config, args.text, getattr(args, "target", None), getattr(args, "part", None),
+    return Selection(config, texts(args)[0], getattr(args, "target", None), getattr(args, "part", None),
                      getattr(args, "layer", None))  # fmt: skip
+
+
+def texts(args: argparse.Namespace) -> list[str]:
+    """Every --text given (one, or a repeated --text's in their order)."""
+    return list(args.text) if isinstance(args.text, list | tuple) else [args.text]
+
+
+def request(args: argparse.Namespace, lm: LoadedModel) -> Selection:
+    """The selection of a command that reads a pretrained model as it is (roles, why, importance, variants): the
+    loaded model (--model, where it runs, --device-map), no what-ifs, and the flags' text, part and layer."""
+    from mha_viz.config import Config
+
+    return selection(args, Config(model=model_name(args), device=lm.device.type, placement=placement(args)))
 
 
 def is_own(args: argparse.Namespace) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mha_viz.cli.options import add_device, add_input, check_out, model_name, pretrained, say_cut
+from mha_viz.cli.options import add_device, add_input, check_out, pretrained, request, say_cut
 from mha_viz.errors import MhaVizError
 
 
@@ -19,21 +19,20 @@ def command(args: argparse.Namespace) -> None:
     import json
 
     from mha_viz.analysis.roles import ROLE_RULES
-    from mha_viz.config import Config
     from mha_viz.pipeline.road import record
-    from mha_viz.studies.sweeps import all_patterns, roles_table
+    from mha_viz.studies.sweeps import roles_of
 
     if args.out:
         check_out(args.out, ".json")
     lm = pretrained(args, "roles needs a pretrained model; own weights have no trained roles")
-    config = Config(model=model_name(args), device=lm.device.type)  # "cuda", not "cuda:0" (resolve_device's names)
-    part = lm.part(args.part)
-    rec = record(lm, args.text, args.target)
-    say_cut(rec.tokens, lm.name, args.text)
-    say_cut(rec.target, lm.name, args.target)
+    sel = request(args, lm)  # every layer (no --layer), as the dashboard's Head roles reads them
+    part = lm.part(sel.part)
+    rec = record(lm, sel.text, sel.target)
+    say_cut(rec.tokens, lm.name, sel.text)
+    say_cut(rec.target, lm.name, sel.target)
     if part == "cross":
         raise MhaVizError("head roles compare a token with its neighbours; choose --part encoder or decoder")
-    rows = roles_table(rec.query_tokens(part), all_patterns(lm, rec, part, config))
+    rows = roles_of(lm, rec, sel)
     text = json.dumps(rows, indent=1)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:

@@ -4,9 +4,14 @@ output change against the key/value cache size, to CSV (mha_viz/studies/variants
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mha_viz.analysis import csv_cells
-from mha_viz.cli.options import add_device, add_input, check_out, pretrained
+from mha_viz.cli.options import add_device, add_input, check_out, pretrained, request, texts
+
+if TYPE_CHECKING:
+    from mha_viz.pipeline.road import LoadedModel
+    from mha_viz.selection import Selection
 
 COLUMNS = ("grouping", "kv_heads", "kv_cache_bytes", "change")
 GROUPINGS_SHOWN = ("aligned", "orthogonal")  # printed beside "mean"
@@ -35,10 +40,11 @@ def command(args: argparse.Namespace) -> None:
 
     check_out(args.out, ".csv")
     lm = pretrained(args, "variants needs a pretrained model; own weights are one layer with no output to measure")
+    sel = request(args, lm)  # --part, --target (and the first --text; every --text is averaged)
     if args.moh:
-        _moh(lm, args)
+        _moh(lm, sel, texts(args), args.out)
         return
-    found = variants.study(lm, args.text, args.part, args.target)
+    found = variants.study(lm, texts(args), sel.part, sel.target)
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
         writer = csv_cells.writer(fh)
         writer.writerow(COLUMNS)
@@ -55,17 +61,17 @@ def command(args: argparse.Namespace) -> None:
         print(f"  {p.kv_heads} K/V heads: {p.long_cache_bytes / 2**20:,.0f} MiB; change mean {p.change:.4g}{other}")
 
 
-def _moh(lm, args: argparse.Namespace) -> None:
+def _moh(lm: LoadedModel, sel: Selection, all_texts: list[str], out: str) -> None:
     from mha_viz.studies import importance, moh
 
-    c = moh.moh_curve(lm, args.text, args.part, args.target)
-    with open(args.out, "w", encoding="utf-8", newline="") as fh:
+    c = moh.moh_curve(lm, all_texts, sel.part, sel.target)
+    with open(out, "w", encoding="utf-8", newline="") as fh:
         writer = csv_cells.writer(fh)
         writer.writerow(MOH_COLUMNS)
         rows = zip(c.ks, c.routed, c.static, strict=True)
         writer.writerows([int(k), f"{r:.6g}", f"{s:.6g}"] for k, r, s in rows)
     print(
-        f"wrote {args.out}: k = 0 … {c.n_heads} heads kept per token and layer; router: {moh.ROUTER}; static: "
+        f"wrote {out}: k = 0 … {c.n_heads} heads kept per token and layer; router: {moh.ROUTER}; static: "
         f"{c.n_layers} · (h − k) heads pruned in importance order; measure: {importance.measure_name(lm)}"
     )
     for k, r, s in zip(c.ks, c.routed, c.static, strict=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from mha_viz.cli.options import add_device, add_input, check_out, int_in, pretrained, say_cut
+from mha_viz.cli.options import add_device, add_input, check_out, int_in, pretrained, request, say_cut
 
 COLUMNS = ("query_source", "key_source", "contribution")
 
@@ -26,12 +26,13 @@ def command(args: argparse.Namespace) -> None:
     from mha_viz.analysis import csv_cells
     from mha_viz.analysis.why_plan import csv_rows, grouped, sentence, shown_terms
     from mha_viz.pipeline.road import encode
-    from mha_viz.studies.why import LINEARISATION, why
+    from mha_viz.studies.why import LINEARISATION, why_of
 
     check_out(args.out, ".csv")
     lm = pretrained(args, "why needs a pretrained model; own weights are one layer with no earlier sources")
-    say_cut(encode(lm, args.text, args.target)[0], lm.name, args.text)
-    w = why(lm, args.text, args.layer, args.head, args.query, args.key, args.versus, args.part, args.target)
+    sel = request(args, lm)  # --text, --target, --part, --layer: what the dashboard's Why? tab splits
+    say_cut(encode(lm, sel.text, sel.target)[0], lm.name, sel.text)
+    w = why_of(lm, sel, args.head, args.query, args.key, args.versus)
     rows = csv_rows(w)
     with open(args.out, "w", encoding="utf-8", newline="") as fh:
         writer = csv_cells.writer(fh)

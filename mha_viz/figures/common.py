@@ -117,24 +117,26 @@ def _grid(n: int, cols: int) -> tuple[int, int]:
 
 def style_layer_head_map(fig: go.Figure, n_layers: int, n_heads: int, title: str) -> go.Figure:
     """Axes, size and click behaviour of a layer (rows) × head (columns) map (roles, induction scores)."""
-    fig.update_xaxes(
-        tickvals=list(range(n_heads)), ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False
-    )
-    fig.update_yaxes(
-        tickvals=list(range(n_layers)),
-        ticktext=[f"L{la}" for la in range(n_layers)],
-        autorange="reversed",
-        showgrid=False,
-        zeroline=False,
-    )
-    fig.update_layout(
-        title={"text": title, "font": {"size": 14}},
-        height=int(min(1000, max(300, 22 * n_layers + 110))),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        hovermode="closest",
-        clickmode="event+select",
-    )
+    layout = layer_head_layout(n_layers, n_heads, title)
+    fig.update_xaxes(**layout.pop("xaxis"))
+    fig.update_yaxes(**layout.pop("yaxis"))
+    fig.update_layout(**layout)
     return fig
+
+
+def layer_head_layout(n_layers: int, n_heads: int, title: str) -> dict:
+    """style_layer_head_map's settings as a plain layout dict (a figure built as a dict takes it as it is)."""
+    return {
+        "xaxis": {"tickvals": list(range(n_heads)), "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False,
+                  "zeroline": False},
+        "yaxis": {"tickvals": list(range(n_layers)), "ticktext": [f"L{la}" for la in range(n_layers)],
+                  "autorange": "reversed", "showgrid": False, "zeroline": False},
+        "title": {"text": title, "font": {"size": 14}},
+        "height": int(min(1000, max(300, 22 * n_layers + 110))),
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+        "hovermode": "closest",
+        "clickmode": "event+select",
+    }  # fmt: skip
 
 
 def click_marker(size: int, symbol: str = "circle") -> dict:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from _plotly_utils.utils import is_homogeneous_array, is_skipped_key, to_typed_array_spec
 from plotly.basedatatypes import BaseFigure
 
 from mha_viz.figures.look import COLOR_AXIS, dress
@@ -49,9 +50,11 @@ def finish(fig: go.Figure | dict) -> Finished:
     """The figure as a dict with no template, automargin off and margins that fit its labels. Idempotent."""
     if isinstance(fig, Finished):
         return fig
-    spec = fig.to_plotly_json() if isinstance(fig, BaseFigure) else dict(fig)
-    data = [_plain_vectors(t) for t in spec.get("data", ())]
-    layout = {k: v for k, v in dict(spec.get("layout", {})).items() if k != "template"}
+    # a figure's own dicts, not to_plotly_json()'s deep copy (half of a Step by step run): nothing here changes
+    # them (every dict changed is a copy), and its arrays become typed arrays as to_plotly_json would make them
+    spec = {"data": fig._data, "layout": fig._layout} if isinstance(fig, BaseFigure) else dict(fig)
+    data = [_plain_vectors(_typed(t)) for t in spec.get("data", ())]
+    layout = {k: v for k, v in dict(_typed(spec.get("layout") or {})).items() if k != "template"}
     margin = dict(layout.get("margin") or {})
     left = bottom = 0.0
     for name in [k for k in layout if re.fullmatch(r"[xy]axis\d*", k)]:
@@ -85,6 +88,26 @@ def finish(fig: go.Figure | dict) -> Finished:
     dress(data, layout)  # the look, in the figure (figures.look): after the margins, whose settings win
     layout.setdefault("datarevision", DATA_REVISION)
     return Finished(data=data, layout=_pruned(layout))
+
+
+def _typed(obj: object) -> object:
+    """``obj`` with every numeric array as Plotly's typed array ({dtype, bdata, shape}), as to_plotly_json's
+    convert_to_base64 makes them, but copy on write: a dict or list with nothing to convert is the same object.
+    Lists of plain values (token labels) are not walked: they hold no arrays."""
+    if isinstance(obj, dict):
+        out = None
+        for k, v in obj.items():
+            if is_skipped_key(k):
+                continue
+            new = to_typed_array_spec(v) if is_homogeneous_array(v) else _typed(v)
+            if new is not v:
+                out = dict(obj) if out is None else out
+                out[k] = new
+        return obj if out is None else out
+    if isinstance(obj, list | tuple) and obj and not isinstance(obj[0], str | int | float | bool):
+        items = [_typed(v) for v in obj]
+        return type(obj)(items) if any(a is not b for a, b in zip(items, obj, strict=True)) else obj
+    return obj
 
 
 def _plain_vectors(trace: dict) -> dict:
@@ -202,6 +225,7 @@ def _title_room(axis: dict) -> float:
     if not text:
         return 0.0
     if isinstance(title, dict):
+        axis["title"] = title = dict(title)  # a copy: the figure's own dict stays as it was
         title.setdefault("standoff", STANDOFF)
         size = (title.get("font") or {}).get("size") or TITLE_FONT
     else:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_viz.analysis.plans.long_views import short_labels
 from mha_viz.figures.common import (
     CELL_HOVER,
     CLICK_OVERLAY_MAX_CELLS,
@@ -28,6 +29,7 @@ from mha_viz.figures.common import (
     pool_blocks,
     safe,
 )
+from mha_viz.figures.zoom import cap_for, cap_words, capped
 
 _SCALE = [list(step) for step in go.layout.Coloraxis(colorscale=SEQUENTIAL).colorscale]  # as Plotly checks it
 
@@ -41,8 +43,10 @@ def heads_grid(
     key_tokens: Sequence[str] | None = None,
     value_name: str = "weight",
     pooled: int = 0,
+    cap: bool = False,
 ) -> go.Figure:
-    """One heatmap per head on a shared colour scale (0 to the largest weight shown; ``value_name`` titles it).
+    """One heatmap per head on a shared colour scale (0 to the largest weight shown, or with ``cap`` (at length) for
+    pooled maps to the zoom.cap_for percentile of the cells, the colour bar saying so; ``value_name`` titles it).
 
     With ``clickable`` and few enough cells, an invisible scatter marker sits on every cell, so a click reports
     (head, query, key) to Streamlit (heatmaps alone send no selection events); the markers then also carry the
@@ -55,8 +59,9 @@ def heads_grid(
     h = int(pattern.shape[0])
     keys = tokens if key_tokens is None else key_tokens
     pattern, f = (pattern, pooled) if pooled else pool_blocks(pattern, GRID_MAX_CELLS)
-    if f > 1:
-        tokens, keys, clickable = block_labels(tokens, f), block_labels(keys, f), False
+    if f > 1:  # blocks named by their first token, a whitespace run short ("0–127: ␣×19")
+        tokens, keys = block_labels(short_labels(tokens), f), block_labels(short_labels(keys), f)
+        clickable = False
     n, nk = len(tokens), len(keys)
     titles = list(titles) if titles is not None else [f"head {i}" for i in range(h)]
     rows, cols = _grid(h, cols)
@@ -81,6 +86,8 @@ def heads_grid(
     cell_x = [klabels[k] for k in ki.ravel()]  # key label of every cell, row by row
     cell_y = [labels[q] for q in qi.ravel()]  # query label of every cell
     xticks, _ = category_ticks(klabels, 0.85 * panel_w, angle=-90)
+    size = xticks["tickfont"]["size"]
+    below = 12 + max((label_px(str(t), size) for t in xticks["ticktext"]), default=0.0)  # the vertical labels' room
     yticks, _ = category_ticks(labels, 0.85 * panel_h)
     plain = {"ticks": "", "showgrid": False, "zeroline": False}  # no marks poking into neighbouring panels
     traces, layout, titles_at = [], {}, []
@@ -122,15 +129,23 @@ def heads_grid(
          "xref": "paper", "y": y, "yanchor": "bottom", "yref": "paper"}
         for t, x, y in titles_at
     ]  # fmt: skip  # the whole title is in each cell's hover
+    level = cap_for(max(n, nk))
+    top = capped(z, level) if cap and f > 1 else None  # at length: a sink column would leave every other cell dark
     layout.update(
         coloraxis={
-            "colorscale": _SCALE, "cmin": 0.0, "cmax": float(z.max()) if z.size else 1.0,
-            "colorbar": {"title": {"text": _esc(value_name)}},
+            "colorscale": _SCALE, "cmin": 0.0, "cmax": top or (float(z.max()) if z.size else 1.0),
+            "colorbar": {"title": {"text": _esc(value_name) + (cap_words(level) if top else "")}},
         },
-        height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        height=height + int(below), margin={"l": 10, "r": 10, "t": 40, "b": int(below)},
         hovermode="closest", clickmode="event+select", dragmode="zoom",
     )  # fmt: skip
     return go.Figure({"data": traces, "layout": layout}, _validate=False)  # checked once, in tests (see above)
+
+
+def label_px(label: str, size: float) -> float:
+    """A label's length in pixels at font ``size``, erring long (any symbol as wide as an M): the room a vertical
+    label needs below its axis."""
+    return size * sum(0.62 if c.isascii() else 1.0 for c in label)
 
 
 def _domains(n: int, spacing: float) -> list[tuple[float, float]]:
@@ -145,15 +160,25 @@ def short_title(title: str, px: float) -> str:
     return title if len(title) <= most else title[: most - 1].rstrip() + "…"
 
 
-def overview(patterns: np.ndarray, tile: int = OVERVIEW_TILE, gap: int = 2, group: int = 1) -> go.Figure:
+def overview(
+    patterns: np.ndarray,
+    tile: int = OVERVIEW_TILE,
+    gap: int = 2,
+    group: int = 1,
+    cap: float | None = None,
+    pooled: int = 1,
+) -> go.Figure:
     """All layers × heads in one heatmap: one tile per head, rows = layers, columns = heads.
 
-    Tiles larger than ``tile`` tokens are block-averaged down to about ``tile`` cells (the Heads
-    view shows them at full resolution). One invisible marker per tile reports clicks as
-    customdata (layer, head). Shapes: patterns [n_layers, n_heads, n_query, n_key].
+    Tiles larger than ``tile`` tokens are block-averaged down to about ``tile`` cells (the Heads view shows them at
+    full resolution); with ``cap`` (a text at length) their colours stop at the cap_for(cells, cap) percentile of the
+    cells (the colour bar says so; the hover gives each cell's value). One invisible marker per tile reports clicks
+    as customdata (layer, head). ``pooled`` f > 1: ``patterns`` are already f×f block means (the caller pooled them).
+    Shapes: patterns [n_layers, n_heads, n_query, n_key].
     """
     n_layers, n_heads = patterns.shape[:2]
     small, f = pool_blocks(patterns, tile)  # [L, H, mq, mk]
+    f *= max(1, pooled)
     mq, mk = small.shape[-2:]
     step_y, step_x = mq + gap, mk + gap
     canvas = np.full((n_layers * step_y - gap, n_heads * step_x - gap), np.nan, dtype=np.float32)
@@ -162,14 +187,17 @@ def overview(patterns: np.ndarray, tile: int = OVERVIEW_TILE, gap: int = 2, grou
             canvas[layer * step_y : layer * step_y + mq, head * step_x : head * step_x + mk] = small[layer, head]
     centres_x = [h * step_x + (mk - 1) / 2 for h in range(n_heads)]
     centres_y = [la * step_y + (mq - 1) / 2 for la in range(n_layers)]
+    cap = None if cap is None or f == 1 else cap_for(max(mq, mk), cap)
+    top = None if cap is None else capped(canvas, cap)  # pooled at length: the colours stop at the cap percentile
     fig = go.Figure(
         go.Heatmap(
             z=canvas,
             colorscale=SEQUENTIAL,
             zmin=0.0,
-            zmax=float(np.nanmax(canvas)) if np.isfinite(canvas).any() else 1.0,
-            hoverinfo="skip",
-            colorbar={"title": "weight"},
+            zmax=top or (float(np.nanmax(canvas)) if np.isfinite(canvas).any() else 1.0),
+            hovertemplate=f"{'mean ' if f > 1 else ''}weight %{{z:.4g}}<extra></extra>",  # the real value
+            hoverongaps=False,
+            colorbar={"title": {"text": "weight" + (cap_words(cap) if top else "")}},
         )
     )
     lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")

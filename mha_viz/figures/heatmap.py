@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 from mha_viz.analysis.referents import ordinal
 from mha_viz.figures.common import DIVERGING, SEQUENTIAL, WEIGHT_HOVER, _esc, _esc_seq, _f32, category_ticks
@@ -16,6 +17,9 @@ MASK_COLOUR = "#bdbdbd"  # cells that are not numbers (masked scores, −∞): g
 _NOT_FINITE = (("−∞ (masked)", np.isneginf), ("+∞", np.isposinf), ("not a number", np.isnan))
 
 
+# the scales as the colour lists plotly's checks turn their names into (plotly.js knows no "RdBu_r"): a matrix_spec
+# dict is sent unchecked
+_SCALES = {name: get_colorscale(name) for name in (DIVERGING, SEQUENTIAL)}
 HALF_ROW_TITLE_CHARS = 54  # a title that fits a figure drawn two to a row (Step by step, Lesson) at 1280 px
 HALF_ROW_PX = 440  # about how wide a figure drawn two to a row is at 1280 px (its plot area ≈ 220 px less)
 
@@ -34,7 +38,30 @@ def matrix_heatmap(
     width: int = HALF_ROW_PX,
     title_chars: int | None = None,
 ) -> go.Figure:
-    """One heatmap of any matrix (a head's pattern, Q_i, a difference...), with its title.
+    """One heatmap of any matrix (a head's pattern, Q_i, a difference...), with its title: matrix_spec's figure,
+    checked by plotly."""
+    return go.Figure(
+        matrix_spec(z, x, y, title, diverging, value_name, height, attention, zmin, zmax, width, title_chars)
+    )
+
+
+def matrix_spec(
+    z: np.ndarray,
+    x: Sequence[str] | None = None,
+    y: Sequence[str] | None = None,
+    title: str = "",
+    diverging: bool = False,
+    value_name: str = "value",
+    height: int | None = None,
+    attention: bool = False,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    width: int = HALF_ROW_PX,
+    title_chars: int | None = None,
+) -> dict:
+    """matrix_heatmap's figure as a plain dict ({"data", "layout"}), not built as a plotly object: a view that
+    draws many matrices (Step by step's eleven) skips plotly's checks, which matrix_heatmap runs on the very same
+    dict (tests/test_figure_speed.py checks that they accept it unchanged).
 
     ``diverging`` centres a red-blue scale on 0 (for signed values and differences); otherwise
     Viridis, from ``zmin`` to ``zmax`` when given (so two figures can share one scale). -inf (masked
@@ -53,9 +80,9 @@ def matrix_heatmap(
     finite = data[np.isfinite(data)]
     if diverging:
         lim = float(np.abs(finite).max()) if finite.size else 1.0
-        scale = {"colorscale": DIVERGING, "zmid": 0.0, "zmin": -lim, "zmax": lim}
+        scale = {"colorscale": _SCALES[DIVERGING], "zmid": 0.0, "zmin": -lim, "zmax": lim}
     else:
-        scale = {"colorscale": SEQUENTIAL}
+        scale = {"colorscale": _SCALES[SEQUENTIAL]}
         scale |= {k: v for k, v in (("zmin", zmin), ("zmax", zmax)) if v is not None}
     where = "%{y} → %{x}" if attention else "row %{y}, column %{x}"
     hover = WEIGHT_HOVER if attention else f"{where}: %{{z:.4f}}<extra>{value_name}</extra>"
@@ -91,7 +118,7 @@ def matrix_heatmap(
         "height": height + 18 * (len(lines) - 1),
         "margin": {"l": 10, "r": 10, "t": 50 + 18 * (len(lines) - 1), "b": 10},
     }
-    return go.Figure({"data": traces, "layout": layout})
+    return {"data": traces, "layout": layout}
 
 
 def wrap_title(title: str, chars: int | None) -> list[str]:
@@ -129,30 +156,52 @@ PAIR_GAP = 0.04  # between the two panels of a pair, in plot fractions (≈ 30 p
 PAIR_BAR_PX = 38  # a pair's colour bars sit above their panels: 6 px clear, its numbers, 10 px of bar
 
 
-def same_rows(left: go.Figure, right: go.Figure) -> bool:
-    """Whether two matrix_heatmap figures label their rows alike (so matrix_pair can draw them as one)."""
-    return tuple(left.data[0].y) == tuple(right.data[0].y)
+def same_rows(left: go.Figure | dict, right: go.Figure | dict) -> bool:
+    """Whether two matrix_heatmap figures (or matrix_spec dicts) label their rows alike (so matrix_pair can draw
+    them as one)."""
+    return tuple(_rows(left)) == tuple(_rows(right))
 
 
-def matrix_pair(left: go.Figure, right: go.Figure) -> go.Figure:
-    """Two matrix_heatmap figures whose rows are the same tokens, drawn as one figure, side by side.
+def _rows(fig: go.Figure | dict) -> Sequence[str]:
+    return fig["data"][0]["y"] if isinstance(fig, dict) else fig.data[0].y
+
+
+def in_pairs(figures: Sequence[go.Figure | dict]) -> list[tuple[int, go.Figure | dict, bool]]:
+    """The matrices two to a row, in order: two whose rows are the same labels as one figure (matrix_pair), any
+    other alone. Each as (its index in ``figures``, the figure, whether it is a pair)."""
+    out, j = [], 0
+    while j < len(figures):
+        if j + 1 < len(figures) and same_rows(figures[j], figures[j + 1]):
+            out.append((j, matrix_pair(figures[j], figures[j + 1]), True))
+            j += 2
+            continue
+        out.append((j, figures[j], False))
+        j += 1
+    return out
+
+
+def matrix_pair(left: go.Figure | dict, right: go.Figure | dict | None) -> go.Figure | dict:
+    """Two matrix_heatmap figures whose rows are the same tokens, drawn as one figure, side by side (two
+    matrix_spec dicts: one dict, never built as a plotly object). ``right`` None: the left alone, drawn the same way
+    (its title over it, its colour bar above it, half the width), to stack with pairs (figures.stack).
 
     One chart instead of two (Step by step's eleven matrices as six charts). The right panel's rows are the left's:
     one set of row labels. The axes are not linked with ``matches``, which made the tab 0.1 s slower to draw. Each
     panel keeps its title (above it), its own colour scale (a horizontal bar between its title and the plot, so
     nothing depends on the chart's width in pixels), its hover and its value name.
     """
-    a, b = left.to_plotly_json(), right.to_plotly_json()
-    la, lb = a["layout"], b["layout"]
+    plain = isinstance(left, dict) and isinstance(right, dict | None)
+    figs = [f if isinstance(f, dict) else f.to_plotly_json() for f in (left, right) if f is not None]
+    la, lb = figs[0]["layout"], figs[-1]["layout"]
     half = (1 - PAIR_GAP) / 2
-    domains = ((0.0, half), (1 - half, 1.0))
-    titles = [str((lay.get("title") or {}).get("text") or "") for lay in (la, lb)]
+    domains = ((0.0, half), (1 - half, 1.0))[: len(figs)]
+    titles = [str((f["layout"].get("title") or {}).get("text") or "") for f in figs]
     lines = max(1 + t.count("<br>") for t in titles)
-    height = max(int(la.get("height") or 380), int(lb.get("height") or 380)) + PAIR_BAR_PX
+    height = max(int(f["layout"].get("height") or 380) for f in figs) + PAIR_BAR_PX
     top = 54 + 18 * (lines - 1) + PAIR_BAR_PX
     plot_h = max(100.0, height - top - 90)  # about the plot's height (the bottom margin is set by finish)
     data, annotations = [], []
-    for k, (fig, (x0, x1), title) in enumerate(zip((a, b), domains, titles, strict=True)):
+    for k, (fig, (x0, x1), title) in enumerate(zip(figs, domains, titles, strict=True)):
         ax = "" if k == 0 else "2"
         for t in fig["data"]:
             t = dict(t, xaxis="x" + ax, yaxis="y" + ax)
@@ -171,13 +220,14 @@ def matrix_pair(left: go.Figure, right: go.Figure) -> go.Figure:
     layout = {
         "xaxis": {**la.get("xaxis", {}), "domain": list(domains[0]), "anchor": "y"},
         "yaxis": {**la.get("yaxis", {}), "anchor": "x"},
-        "xaxis2": {**lb.get("xaxis", {}), "domain": list(domains[1]), "anchor": "y2"},
-        "yaxis2": {**lb.get("yaxis", {}), "anchor": "x2", "showticklabels": False, "ticks": "",
-                   "title": {}},
         "annotations": annotations,
         "height": height,
         "margin": {"l": 10, "r": 10, "t": top, "b": 10},
     }  # fmt: skip
+    if len(figs) == 2:
+        layout["xaxis2"] = {**lb.get("xaxis", {}), "domain": list(domains[1]), "anchor": "y2"}
+        layout["yaxis2"] = {**lb.get("yaxis", {}), "anchor": "x2", "showticklabels": False, "ticks": "", "title": {}}
     # unchecked: both halves were checked as matrix_heatmap figures, and checking the pair again cost about a fifth of
     # Step by step's page run (issue 36 §6); tests/test_figures.py checks that plotly's checks accept it unchanged
-    return go.Figure({"data": data, "layout": layout}, _validate=False)
+    spec = {"data": data, "layout": layout}
+    return spec if plain else go.Figure(spec, _validate=False)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.common import _esc_seq, _f32, click_marker, plural, safe, style_layer_head_map
+from mha_viz.figures.common import _esc, _esc_seq, _f32, click_marker, layer_head_layout, plural
 from mha_viz.figures.finish import _text_px
 
 # A fixed colour per known label (so a label keeps its colour from text to text); other labels
@@ -63,68 +63,56 @@ def roles_map(labels: np.ndarray, scores: Mapping[str, np.ndarray], title: str |
     for i, label in enumerate(order):
         scale += [[i / k, colours[label]], [(i + 1) / k, colours[label]]]
     counts = {label: int((labels == label).sum()) for label in order}
-    fig = go.Figure(
-        go.Heatmap(
-            z=_f32(z),
-            x=list(range(n_heads)),
-            y=list(range(n_layers)),
-            colorscale=scale or [[0, "#ffffff"], [1, "#ffffff"]],
-            zmin=-0.5,
-            zmax=k - 0.5,
-            xgap=1,
-            ygap=1,
-            hoverinfo="skip",
-            showscale=False,  # the key is the legend (a row per label): the bar's ticks overlapped on short maps
-            colorbar={"tickvals": list(range(k)), "ticktext": _esc_seq([f"{lb} ({counts[lb]})" for lb in order])},
-        )
-    )
+    heat = {
+        "type": "heatmap", "z": _f32(z), "x": list(range(n_heads)), "y": list(range(n_layers)),
+        "colorscale": scale or [[0, "#ffffff"], [1, "#ffffff"]], "zmin": -0.5, "zmax": k - 0.5, "xgap": 1, "ygap": 1,
+        "hoverinfo": "skip",
+        "showscale": False,  # the key is the legend (a row per label): the bar's ticks overlapped on short maps
+        "colorbar": {"tickvals": list(range(k)), "ticktext": _esc_seq([f"{lb} ({counts[lb]})" for lb in order])},
+    }  # fmt: skip
     names = list(scores)
     hover = "<br>".join(f"{name} %{{customdata[{j + 2}]:.3f}}" for j, name in enumerate(names))
     lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
     columns = [lx, hx] + [np.asarray(scores[name], dtype=np.float64) for name in names]
     custom = _f32(np.stack([c.ravel() for c in columns], axis=1)) if labels.size else np.zeros((0, 2))
     flat = labels.ravel()
+    traces = [heat]
     for label in order:
         at = np.flatnonzero(flat == label)
-        fig.add_trace(
-            go.Scatter(
-                x=hx.ravel()[at].astype(np.float32),
-                y=lx.ravel()[at].astype(np.float32),
-                mode="markers",
-                marker=click_marker(max(8, min(30, 600 // max(n_heads, 1))), "square"),
-                customdata=custom[at],
-                meta=label,
-                name=label,
-                hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: <b>%{meta}</b><br>" + hover
-                + "<br>click to open<extra></extra>",
-                showlegend=False,
-            )
+        traces.append(
+            {"type": "scatter", "x": hx.ravel()[at].astype(np.float32), "y": lx.ravel()[at].astype(np.float32),
+             "mode": "markers", "marker": click_marker(max(8, min(30, 600 // max(n_heads, 1))), "square"),
+             "customdata": custom[at], "meta": _esc(label), "name": _esc(label),
+             "hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}: <b>%{meta}</b><br>" + hover
+             + "<br>click to open<extra></extra>", "showlegend": False}
         )  # fmt: skip
     entries = [f"{label} ({counts[label]})" for label in order]
     for rank, (label, entry) in enumerate(zip(order, entries, strict=True)):  # the key: legend only, no bars
-        fig.add_trace(
-            go.Bar(x=[None], y=[None], name=entry, legendrank=rank, hoverinfo="skip", showlegend=True,
-                   marker={"color": colours[label], "line": {"color": "#555", "width": 1}})
+        traces.append(
+            {"type": "bar", "x": [None], "y": [None], "name": _esc(entry), "legendrank": rank, "hoverinfo": "skip",
+             "showlegend": True, "marker": {"color": colours[label], "line": {"color": "#555", "width": 1}}}
         )  # fmt: skip
-    style_layer_head_map(
-        fig, n_layers, n_heads, title or f"Head roles: {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}"
+    layout = layer_head_layout(
+        n_layers, n_heads, _esc(title or f"Head roles: {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}")
     )
     if n_heads <= 24:  # "H0" … "H23" fit level (the automatic estimate stood them on end)
-        fig.update_xaxes(tickangle=0)
+        layout["xaxis"]["tickangle"] = 0
     # the cells exactly: the invisible click markers would pad the automatic ranges (an empty band under the map)
-    fig.update_xaxes(range=[-0.5, n_heads - 0.5], autorange=False)
-    fig.update_yaxes(range=[n_layers - 0.5, -0.5], autorange=False)
+    layout["xaxis"] |= {"range": [-0.5, n_heads - 0.5], "autorange": False}
+    layout["yaxis"] |= {"range": [n_layers - 0.5, -0.5], "autorange": False}
     widest = max((_text_px(e, LEGEND_FONT)[0] for e in [*entries, "role (heads)"]), default=0.0)
-    height = max(int(fig.layout.height), 50 + 40 + LEGEND_ROW * (len(entries) + 2))  # a row per entry, the title
-    fig.update_layout(
-        plot_bgcolor="white",
-        height=height,
-        showlegend=True,
-        legend={
+    layout |= {
+        "plot_bgcolor": "white",
+        "height": max(layout["height"], 50 + 40 + LEGEND_ROW * (len(entries) + 2)),  # a row per entry, the title
+        "showlegend": True,
+        "legend": {
             "orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top",
             "title": {"text": "role (heads)"}, "font": {"size": LEGEND_FONT}, "itemclick": False,
             "itemdoubleclick": False, "tracegroupgap": 0,
         },
-        margin={"r": int(widest + LEGEND_SYMBOL + 16)},
-    )  # fmt: skip
-    return safe(fig)
+    }  # fmt: skip
+    layout["margin"] |= {"r": int(widest + LEGEND_SYMBOL + 16)}
+    # built unchecked, every user text escaped above (as safe() would): plotly's checks, the update_* calls and
+    # safe() cost most of the Head roles page run (issue 36 §6); tests/test_figure_speed.py checks that plotly's
+    # checks accept this figure unchanged and that it is the figure they used to build
+    return go.Figure({"data": traces, "layout": layout}, _validate=False)

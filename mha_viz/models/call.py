@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.tiles import allowed_of, pooled, row_lse
+
 
 @dataclass(eq=False)
 class Call:
@@ -52,3 +54,27 @@ class Call:
     row_max: torch.Tensor | None = None  # None for a fused call (models/fused.py: the kernel gives the lse alone)
     row_lse: torch.Tensor | None = None
     fused: bool = False  # computed in one fused flash-attention kernel (models/fused.py), checked against eager
+
+    def pooled_map(self, f: int, heads: slice = slice(None)) -> np.ndarray:
+        """Batch item 0's weights of the heads ``heads`` as f×f tile means (the Overview's and Heads grid's pooled
+        exact maps), computed on demand from q, k and the rows' log-sum-exp (row_lse; a call recorded without it:
+        computed from its rows first), never a whole [h, n, n] (tiles.pooled). Nothing is kept: the caller caches.
+        Shapes: returns [h', ceil(q_pos/f), ceil(k_pos/f)] float32."""
+        h = int(self.q.shape[1])
+        idx = torch.arange(h)[heads]  # the query heads, and their K/V heads
+        kv = idx // (h // int(self.k.shape[1]))
+        allowed = None if self.allowed is None else allowed_of(self.allowed)
+
+        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[:1] if t.shape[1] == 1 else t[:1, idx]
+
+        with torch.no_grad():
+            lse = self.row_lse
+            if lse is None:
+                lse = row_lse(self.q[:1, idx], self.k[:1, kv], self.scaling, self.softcap, pick(self.bias),
+                              pick(allowed), None if self.sink is None else self.sink[idx])  # fmt: skip
+            else:
+                lse = lse[:1, idx]
+            out = pooled(self.q[:1, idx], self.k[:1, kv], lse, f, self.scaling, self.softcap, pick(self.bias),
+                         pick(allowed), self.sink is not None)  # fmt: skip
+        return out.numpy()

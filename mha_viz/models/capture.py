@@ -27,9 +27,9 @@ from mha_viz.config import TILE_CHECK_ROWS
 from mha_viz.models.call import Call
 from mha_viz.models.fused import fused_call
 from mha_viz.models.interventions import Intervention
+from mha_viz.models.masks import converting, long_mask, mask_key
 from mha_viz.models.self_check import self_check
 from mha_viz.models.tiled import Tiled, tiled_eager
-from mha_viz.pooling import pool_factor
 from mha_viz.trace import MhaVizError
 
 NAME = "mha_viz"
@@ -56,12 +56,14 @@ class Recorder:
     # > 0: a call with more scores (h × q × k) than this runs a block of query rows of at most this many at a time
     # (models/tiled.py: never a whole [h, n, n]); its rows' softmax statistics are kept (Call.row_lse)
     tile_block: int = 0
-    check_rows: int = 0  # a tiled call's self-check: this many rows a block (0: every row)
+    check_rows: int = 0  # a long call's self-check: this many rows of a fused call, of each eager block (0: all)
     progress: Callable[[int], None] | None = None  # told the number of attention calls made so far, after each one
     made: int = 0  # attention calls made in this pass (recorded or not)
     calls: list[Call] = field(default_factory=list)
     masks: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, k_len, its split): shared by calls
     causal: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, (q_len, k_len), exactly causal?)
+    # a long call's boolean mask (models/masks.py): its storage -> (mask, the float dtype eager_mask would have used)
+    bool_masks: dict[int, tuple[torch.Tensor, torch.dtype]] = field(default_factory=dict)
     pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
     pending_pre: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
     last: dict[int, Call] = field(default_factory=dict)
@@ -159,6 +161,9 @@ def mha_viz_attention(
         query, key, value = step.pre(query, key, value)
     for step in steps:
         attention_mask = step.mask(attention_mask, query, key)
+    made = rec.bool_masks.get(mask_key(attention_mask))
+    if made is not None:  # a long call's boolean mask: the eager function is given eager_mask's blocks of it
+        eager = converting(eager, made[1])
     tiled = None
     if rec.tile_block and query.shape[1] * query.shape[-2] * key.shape[-2] > rec.tile_block:
         tiled = _tiled(rec, module, eager, (query, key, value, attention_mask, *args), kwargs, rec.wants(part, layer))
@@ -174,8 +179,7 @@ def mha_viz_attention(
             call = rec.calls[-1]
             # on the CPU like the rest of the Call (a GPU pass computes them on the device)
             call.row_max, call.row_lse = (None if t is None else t.cpu() for t in (tiled.m, tiled.lse))
-            call.delta = tiled.delta
-            call.tiles, call.tile_f, call.fused = tiled.tiles, tiled.tile_f, tiled.fused
+            call.delta, call.fused = tiled.delta, tiled.fused
         rec.calls[-1].part, rec.calls[-1].layer = part, layer
         rec.last[id(module)] = rec.calls[-1]
     if not again:
@@ -194,17 +198,18 @@ def _named(eager: Callable, module: torch.nn.Module, args: tuple, kwargs: dict) 
 
 
 def _tiled(rec: Recorder, module: torch.nn.Module, eager: Callable, args: tuple, kwargs: dict, keep: bool) -> Tiled:
-    """A long call a block of query rows at a time (models/tiled.py); recorded (statistics, self-check, tiles) if
-    ``keep``. Shapes: args = (query, key, value, mask, ...) as the eager function takes them."""
+    """A long call a block of query rows at a time (models/fused.py's kernel where it is plain attention, else
+    models/tiled.py's eager blocks); recorded (statistics, self-check) if ``keep``. Its pooled tile maps are not
+    computed here: any is recomputed on demand from q, k and the statistics (tiles.pooled).
+    Shapes: args = (query, key, value, mask, ...) as the eager function takes them."""
     query, key, value, mask = args[:4]
-    f = pool_factor(int(query.shape[-2]), int(key.shape[-2]), rec.tile_cells) if rec.tile_cells and keep else 0
     named = _named(eager, module, args, kwargs)
     got = fused_call(eager, module, query, key, value, mask, args[4:], kwargs, named, rec.tile_block, keep,
-                     rec.check_rows if keep else TILE_CHECK_ROWS, f, rec.causal)  # fmt: skip
+                     rec.check_rows if keep else TILE_CHECK_ROWS, 0, rec.causal)  # fmt: skip
     if got is not None:
         return got
     return tiled_eager(eager, module, query, key, value, mask, args[4:], kwargs, rec.tile_block,
-                       named if keep else None, rec.check_rows, f)  # fmt: skip
+                       named if keep else None, rec.check_rows)  # fmt: skip
 
 
 def _record(
@@ -253,7 +258,14 @@ def _record(
 def register() -> None:
     """Register NAME with transformers' attention and mask interfaces (idempotent)."""
     from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
     AttentionInterface.register(NAME, mha_viz_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, eager_mask)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, mha_viz_mask)
+
+
+def mha_viz_mask(*args: object, **kwargs: object) -> torch.Tensor | None:
+    """The registered mask function: eager_mask's additive float mask, a boolean one for a long recording's calls
+    (models/masks.py)."""
+    rec = _ACTIVE.get()
+    return long_mask(0 if rec is None else rec.tile_block, {} if rec is None else rec.bool_masks, *args, **kwargs)

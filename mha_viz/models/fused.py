@@ -1,22 +1,23 @@
 """A long attention call in one fused kernel where the model's attention is plain scaled-dot-product attention: the
 output and each row's log-sum-exp from torch's flash attention (never a [h, n, n]), checked against the model's own
-eager attention on TILE_CHECK_ROWS rows of every block; the f×f tile means of the weights rebuilt from q, k and the
-log-sum-exp. A call that is anything else (soft-capping, learned sinks, a position bias, dropout, a bool mask, a row
-that sees no key, an eager function mha-viz does not know) returns None: models/tiled.py's eager blocks run it."""
+eager attention on TILE_CHECK_ROWS rows of the call, spread evenly, first and last included (on their keys only).
+Pooled tile maps are not made here: tiles.pooled recomputes any from q, k and the log-sum-exp. A call that is anything
+else (soft-capping, learned sinks, a position bias, dropout, a bool mask the model's eager function would be given as
+is, a row that sees no key, an eager function mha-viz does not know) returns None: models/tiled.py's eager blocks run
+it."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import math
 from collections.abc import Callable
 
-import numpy as np
 import torch
 
 from mha_viz.config import TILE_FUSED_TOL
+from mha_viz.models.masks import additive
 from mha_viz.models.tiled import Tiled, check_rows_of, check_span
-from mha_viz.tiles import allowed_of, key_span, query_blocks, tile_means
+from mha_viz.tiles import allowed_of, key_span, query_blocks
 
 # the eager functions whose source is plain attention: softmax(q kᵀ · scaling + mask) v (Llama's is copied by most
 # decoders); Gemma 2's is plain when its soft-cap is None
@@ -24,19 +25,24 @@ _PLAIN = ("llama", "bert", "gemma2")
 _KNOWN: dict[Callable, bool] = {}
 
 
-def _plain_sources() -> set[str]:
-    out = set()
-    for name in _PLAIN:
+_SOURCES: dict[str, str] = {}
+
+
+def _plain_source(name: str) -> str:
+    """The source of transformers' ``name`` model's eager attention (its module imported once, only when asked)."""
+    if name not in _SOURCES:
         mod = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
-        out.add(inspect.getsource(mod.eager_attention_forward))
-    return out
+        _SOURCES[name] = inspect.getsource(mod.eager_attention_forward)
+    return _SOURCES[name]
 
 
 def is_plain(eager: Callable) -> bool:
-    """Whether the model's eager attention function is, character for character, one of the plain ones (_PLAIN)."""
+    """Whether the model's eager attention function is, character for character, one of the plain ones (_PLAIN),
+    compared in order (a Llama copy matches the first: no other modeling module is imported)."""
     if eager not in _KNOWN:
-        try:
-            _KNOWN[eager] = inspect.getsource(eager) in _plain_sources()
+        try:  # a function wrapping eager's (models/masks.converting) is read as eager's own source
+            source = inspect.getsource(getattr(eager, "__wrapped__", eager))
+            _KNOWN[eager] = any(source == _plain_source(name) for name in _PLAIN)
         except (OSError, TypeError, ImportError, AttributeError):
             _KNOWN[eager] = False
     return _KNOWN[eager]
@@ -60,15 +66,17 @@ def _heads(t: torch.Tensor, h: int) -> torch.Tensor:
 
 
 def is_causal(mask: torch.Tensor, n: int, n_k: int, rows: int = 256) -> bool:
-    """Whether an additive mask is exactly causal (0 on and below the diagonal, masked above) for every text, read
-    ``rows`` rows at a time (never a second [n, n]). Shapes: mask [b, 1, n, >= n_k] float."""
+    """Whether a mask is exactly causal (additive: 0 on and below the diagonal, masked above; bool: True on and below)
+    for every text, read ``rows`` rows at a time (never a second [n, n]). Shapes: mask [b, 1, n, >= n_k]."""
     if n != n_k or mask.shape[1] != 1 or mask.shape[-2] != n:
         return False
     cols = torch.arange(n_k, device=mask.device)
     for r in range(0, n, rows):
         m = mask[..., r : r + rows, :n_k]
         low = cols <= torch.arange(r, r + m.shape[-2], device=mask.device).unsqueeze(-1)  # [rows, n_k]
-        if not (bool((m.eq(0) == low).all()) and bool(allowed_of(m).eq(low).all())):
+        if not bool(allowed_of(m).eq(low).all()):
+            return False
+        if m.dtype != torch.bool and not bool((m.eq(0) == low).all()):
             return False
     return True
 
@@ -97,79 +105,47 @@ def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
 def fused_call(
     eager: Callable, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     mask: torch.Tensor | None, args: tuple, kwargs: dict, named: dict, cells: int, keep: bool, check_rows: int,
-    tile_f: int, seen: dict | None = None,
+    tile_f: int = 0, seen: dict | None = None,
 ) -> Tiled | None:  # fmt: skip
     """The call fused (output and log-sum-exp), or None where it is not plain or its check rows miss the eager ones
-    by more than TILE_FUSED_TOL. ``keep``: the statistics, the self-check and (``tile_f``) the tile means too.
-    ``seen``: a pass's cache of is_causal by mask (every layer is given the same mask).
-    Shapes: query [b, h, n, d]; key, value [b, kv, n_k, d]; mask [b|1, 1, n|1, >= n_k] additive float or None."""
+    by more than TILE_FUSED_TOL. ``keep``: the statistics and the self-check too. ``seen``: a pass's cache of
+    is_causal by mask (every layer is given the same mask). ``tile_f``: unused (kept for callers; no tile is made).
+    Shapes: query [b, h, n, d]; key, value [b, kv, n_k, d]; mask [b|1, 1, n|1, >= n_k] additive float, or bool where
+    ``eager`` converts it (models/masks.converting), or None."""
     _, h, n, d = query.shape
     n_k = int(key.shape[-2])
     scale = plain_scale(eager, module, named, kwargs, d)
-    if scale is None or (mask is not None and (mask.dtype == torch.bool or mask.shape[1] != 1)):
+    if scale is None or (mask is not None and mask.shape[1] != 1):
         return None
+    if mask is not None and mask.dtype == torch.bool and not getattr(eager, "converts_bool", False):
+        return None  # eager would be given the bool mask as is
     tril = mask is not None and causal_once({} if seen is None else seen, mask, n, n_k)
     mask = None if mask is None else mask[..., :n_k]
-    rows_f = tile_f or 1
-    per = max(rows_f, query_blocks(n, h, n_k, cells)[0].stop // rows_f * rows_f)
+    per = query_blocks(n, h, n_k, cells)[0].stop
     blocks = [slice(r, min(n, r + per)) for r in range(0, n, per)]
     k_h, v_h = _heads(key, h), _heads(value, h)
     if mask is None or tril:  # one kernel call (causal: flash attention skips the keys after each row itself)
         out, lse = _flash(query, k_h, v_h, None, tril, scale)
-        spans = [(0, n_k if mask is None else min(n_k, -(-sl.stop // rows_f) * rows_f)) for sl in blocks]
     else:
-        outs, lses, spans = [], [], []
+        outs, lses = [], []
         for sl in blocks:
             mb = mask if mask.shape[-2] == 1 else mask[..., sl, :]
             allowed = allowed_of(mb)
             if not bool(allowed.any(-1).all()):  # a row that sees no key: the eager softmax's even spread
                 return None
             lo, hi = key_span(allowed, n_k)
-            if tile_f:
-                lo, hi = lo // tile_f * tile_f, min(n_k, -(-hi // tile_f) * tile_f)
-            o, s = _flash(query[:, :, sl], k_h[:, :, lo:hi], v_h[:, :, lo:hi], mb[..., lo:hi], False, scale)
+            add = additive(mb[..., lo:hi], query.dtype)
+            o, s = _flash(query[:, :, sl], k_h[:, :, lo:hi], v_h[:, :, lo:hi], add, False, scale)
             outs.append(o)
             lses.append(s)
-            spans.append((lo, hi))
         out, lse = torch.cat(outs, 2), torch.cat(lses, 2)
+    del k_h, v_h
     out = out.transpose(1, 2).contiguous()  # [b, n, h, d] as eager
-    idx = torch.cat([sl.start + check_rows_of(sl.stop - sl.start, check_rows) for sl in blocks])
+    idx = check_rows_of(n, check_rows)  # the call's check rows, spread evenly (one eager call on their keys)
     lse = lse.double()  # [b, h, n]
     worst = check_span(eager, module, query, key, value, mask, args, kwargs, named, idx, out, lse, cells)
     if worst[0] > TILE_FUSED_TOL or worst[0] != worst[0]:
         return None  # not the model's attention after all: its eager blocks run it
     if not keep:
         return Tiled(out=out, fused=True)
-    tiles = _tiles(query, key, lse, mask, tril, blocks, spans, scale, tile_f, cells // 4) if tile_f else None
-    return Tiled(out=out, lse=lse, delta=worst[1], tiles=tiles, tile_f=tile_f if tiles is not None else 0,
-                 fused=True)  # fmt: skip
-
-
-def _tiles(
-    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, mask: torch.Tensor | None, causal: bool, blocks: list,
-    spans: list, scale: float, f: int, cells: int,
-) -> np.ndarray:  # fmt: skip
-    """Batch item 0's f×f tile means of exp(q kᵀ · scale + mask − lse), in float32, a few whole tiles of rows at a
-    time (at most ``cells`` scores: they stay in the cache), in one matmul per K head: [q · scale, −lse] · [k, 1]ᵀ
-    (the K heads never repeated; a causal chunk reads the keys up to its last row only).
-    Shapes: q [b, h, n, d], k [b, kv, n_k, d], lse [b, h, n]; returns [h, ceil(n/f), ceil(n_k/f)] float32."""
-    _, h, n, d = q.shape
-    kv, n_k = k.shape[1], k.shape[-2]
-    g = h // kv
-    q1 = torch.cat([q[0].float() * scale, -lse[0].float().unsqueeze(-1)], -1)  # [h, n, d + 1]
-    k1 = torch.cat([k[0].float(), torch.ones(kv, n_k, 1, device=k.device)], -1)  # [kv, n_k, d + 1]
-    out = torch.zeros(h, -(-n // f), -(-n_k // f))
-    rows = max(f, cells // max(1, h * n_k) // f * f)
-    tri = torch.ones(rows, rows + f, dtype=torch.bool, device=k.device).triu(1) if causal else None  # key after row
-    for sl, (lo, hi) in zip(blocks, spans, strict=True):
-        for r0 in range(sl.start, sl.stop, rows):
-            r1 = min(sl.stop, r0 + rows)
-            top = min(hi, -(-r1 // f) * f) if causal else hi
-            r, c = r1 - r0, top - lo
-            s = torch.bmm(q1[:, r0:r1].reshape(kv, g * r, d + 1), k1[:, lo:top].transpose(1, 2)).view(h, r, c)
-            if causal:  # keys after the row (only in the chunk's diagonal part): weight 0
-                s[..., r0 - lo :].masked_fill_(tri[:r, : top - r0], -math.inf)
-            elif mask is not None:
-                s.add_((mask[0, 0] if mask.shape[-2] == 1 else mask[0, 0, r0:r1])[..., lo:top].float())
-            out[:, r0 // f : -(-r1 // f), lo // f : -(-top // f)] = tile_means(s.exp_(), f, n_k - lo).cpu()
-    return out.numpy()
+    return Tiled(out=out, lse=lse, delta=worst[1], fused=True)

@@ -1,32 +1,29 @@
 """A long attention call, a block of query rows at a time: the model's own eager attention called on each block (so
 the output is the model's, row for row), never a whole [b, h, n, n]. On the way, each row's softmax statistics
 (tiles.row_stats), the self-check of the block's check rows (our recomputation and the statistics' weights against
-the model's weights) and, if asked, the block's f×f tile means of the model's weights."""
+the model's weights). No pooled tile map is made here: tiles.pooled recomputes any from q, k and the statistics."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from mha_viz.attention import attention_pattern
 from mha_viz.models.self_check import applied_weights
-from mha_viz.tiles import allowed_of, key_span, query_blocks, row_stats, tile_means, window_weights
+from mha_viz.tiles import allowed_of, key_span, query_blocks, row_stats, window_weights
 
 
 @dataclass(eq=False)
 class Tiled:
     """What a tiled call gives back. Shapes: out [b, q_pos, h, d_head] (as eager); m, lse [b, h, q_pos] float64 (None
-    when nothing is recorded); tiles [h, ceil(q_pos/f), ceil(k_pos/f)] (batch item 0) or None."""
+    when nothing is recorded)."""
 
     out: torch.Tensor
     m: torch.Tensor | None = None
     lse: torch.Tensor | None = None
     delta: float = 0.0
-    tiles: np.ndarray | None = None
-    tile_f: int = 0
     fused: bool = False  # computed by models/fused.py (one flash-attention kernel), not in eager blocks
 
 
@@ -37,25 +34,22 @@ def _rows(t: torch.Tensor | None, sl: slice) -> torch.Tensor | None:
 def tiled_eager(
     eager: Callable, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     mask: torch.Tensor | None, args: tuple, kwargs: dict, cells: int, named: dict | None = None,
-    check_rows: int = 0, tile_f: int = 0,
+    check_rows: int = 0,
 ) -> Tiled:  # fmt: skip
     """The model's eager attention in blocks of at most ``cells`` scores. ``named`` (the eager call's arguments by
     name: scaling, softcap, s_aux) asks for the record: statistics, self-check (``check_rows`` rows a block, evenly
-    spread, first and last included; 0: every row) and, with ``tile_f``, the f×f tile means.
+    spread, first and last included; 0: every row).
     Shapes: query [b, h, q_pos, d]; key, value [b, kv, k_pos, d]; mask [b|1, 1|h, q_pos|1, >= k_pos] or None."""
     _, h, n, d = query.shape
     n_k = int(key.shape[-2])
     mask = None if mask is None else mask[..., :n_k]
-    rows_f = tile_f or 1
-    per = max(rows_f, query_blocks(n, h, n_k, cells)[0].stop // rows_f * rows_f)  # whole tiles of rows
-    outs, ms, lses, tiles, worst = [], [], [], [], 0.0
+    per = query_blocks(n, h, n_k, cells)[0].stop
+    outs, ms, lses, worst = [], [], [], 0.0
     for r in range(0, n, per):
         sl = slice(r, min(n, r + per))
         mb = mask if mask is None or mask.shape[-2] == 1 else mask[..., sl, :]
         allowed = allowed_of(mb)
         lo, hi = key_span(allowed, n_k)
-        if tile_f:  # whole tiles of keys (the keys added are masked: their weights are exactly 0)
-            lo, hi = lo // tile_f * tile_f, min(n_k, -(-hi // tile_f) * tile_f)
         extra = {
             name: (t[..., sl, lo:hi] if t.shape[-2] == n else t[..., lo:hi]) if _pairwise(t, n, n_k) else t
             for name, t in kwargs.items()
@@ -74,17 +68,11 @@ def tiled_eager(
         pos = kwargs.get("position_bias")
         pos = _rows(pos, sl) if isinstance(pos, torch.Tensor) else None
         worst = max(worst, _check(query[:, :, sl], key, (w.detach(), lo), mb, pos, lse, named, d, check_rows))
-        if tile_f:  # the block's tiles of the model's weights, zeros outside its keys
-            block = np.zeros((h, -(-(sl.stop - r) // tile_f), -(-n_k // tile_f)), dtype=np.float32)
-            block[..., lo // tile_f : -(-hi // tile_f)] = tile_means(w[0].detach(), tile_f, n_k - lo).cpu().numpy()
-            tiles.append(block)
     return Tiled(
         out=torch.cat(outs, dim=1),
         m=torch.cat(ms, -1) if ms else None,
         lse=torch.cat(lses, -1) if lses else None,
         delta=worst,
-        tiles=np.concatenate(tiles, axis=-2) if tiles else None,
-        tile_f=tile_f if tiles else 0,
     )
 
 
@@ -149,8 +137,9 @@ def check_span(
     lse: torch.Tensor, cells: int,
 ) -> tuple[float, float]:  # fmt: skip
     """A call computed elsewhere (models/fused.py) checked on rows ``idx``: the model's own eager attention on those
-    rows alone (a few rows at a time, at most cells / 4 scores), its output against ``out`` and its weights against
-    our recomputation and the statistics' (_check). Returns (max |output difference|, the self-check's delta).
+    rows alone (a few rows at a time, at most cells / 4 scores, on the keys those rows may see: tiles.key_span; the
+    others' weights are exactly 0), its output against ``out`` and its weights against our recomputation and the
+    statistics' (_check). Returns (max |output difference|, the self-check's delta).
     Shapes: query [b, h, n, d]; key, value [b, kv, n_k, d]; mask [b|1, 1, n|1, n_k] or None; out [b, n, h, d];
     lse [b, h, n]."""
     _, h, n, d = query.shape
@@ -159,12 +148,14 @@ def check_span(
     for sl in query_blocks(len(idx), h, n_k, max(1, cells // 4)):
         rows = idx[sl]
         mb = mask if mask is None or mask.shape[-2] == 1 else mask[..., rows, :]
-        extra = {
-            name: t[..., rows, :] if _pairwise(t, n, n_k) and t.shape[-2] == n else t for name, t in kwargs.items()
-        }
-        o, w = eager(module, query[:, :, rows], key, value, mb, *args, **extra)  # [b, r, h, d], [b, h, r, n_k]
+        lo, hi = key_span(allowed_of(mb), n_k)
+        mb = None if mb is None else mb[..., lo:hi]
+        extra = {name: (t[..., rows, lo:hi] if t.shape[-2] == n else t[..., lo:hi]) if _pairwise(t, n, n_k) else t
+                 for name, t in kwargs.items()}  # fmt: skip
+        k_b, v_b = key[:, :, lo:hi], value[:, :, lo:hi]
+        o, w = eager(module, query[:, :, rows], k_b, v_b, mb, *args, **extra)  # [b, r, h, d], [b, h, r, hi - lo]
         out_worst = _worse(out_worst, float((o.detach() - out[:, rows]).abs().max()))
-        worst = _worse(worst, _check(query[:, :, rows], key, (w.detach(), 0), mb, None, lse[..., rows], named, d, 0))
+        worst = _worse(worst, _check(query[:, :, rows], k_b, (w.detach(), 0), mb, None, lse[..., rows], named, d, 0))
     return out_worst, worst
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from mha_viz.config import CORPUS_BATCH, hosted
-from mha_viz.pipeline.estimates import ESTIMATES, Cost, Sizes
+from mha_viz.pipeline.estimates import AT_LENGTH, ESTIMATES, Cost, Sizes
 from mha_viz.trace import MhaVizError
 
 MARGIN = 1.5  # temporaries (softmax, copies to the CPU, figure building)
@@ -74,23 +74,24 @@ def corpus_estimate(s: Sizes, lengths: Sequence[int]) -> tuple[int, float]:
     return peak, secs
 
 
-def cost(view: str, s: Sizes) -> Cost:
+def cost(view: str, s: Sizes, at_length: bool = False) -> Cost:
+    """``at_length``: the view drawn as pooled exact maps from a tiled recording (estimates.AT_LENGTH)."""
     try:
-        return ESTIMATES[view](s)
+        return (AT_LENGTH if at_length and view in AT_LENGTH else ESTIMATES)[view](s)
     except KeyError:
         raise KeyError(
             f"no budget estimate for the view {view!r}: add one to mha_viz.pipeline.estimates.ESTIMATES"
         ) from None
 
 
-def estimate(view: str, s: Sizes) -> int:
+def estimate(view: str, s: Sizes, at_length: bool = False) -> int:
     """Estimated peak bytes of one view (on top of the loaded model)."""
-    return int(MARGIN * cost(view, s).peak) + SLACK
+    return int(MARGIN * cost(view, s, at_length).peak) + SLACK
 
 
-def seconds(view: str, s: Sizes) -> float:
+def seconds(view: str, s: Sizes, at_length: bool = False) -> float:
     """Estimated server time of one view (the time model above)."""
-    c = cost(view, s)
+    c = cost(view, s, at_length)
     return SECONDS_BASE + SECONDS_PER_GFLOP * c.gflop + SECONDS_PER_MCELL * c.cells / 1e6
 
 
@@ -108,11 +109,11 @@ def recording_seconds(s: Sizes) -> float:
     return SECONDS_BASE + SECONDS_PER_GFLOP * (s.pass_gflop() + check)
 
 
-def check(view: str, s: Sizes, recording: bool = False, what: str | None = None) -> None:
+def check(view: str, s: Sizes, recording: bool = False, what: str | None = None, at_length: bool = False) -> None:
     """Refuse a request whose estimated memory is over the limit, saying what to lower.
 
     ``view`` picks the estimate (a dashboard tab's name); ``what`` names the step in the message."""
-    check_bytes(estimate(view, s) + (s.recording_bytes() if recording else 0), what or view, s)
+    check_bytes(estimate(view, s, at_length) + (s.recording_bytes() if recording else 0), what or view, s)
 
 
 def check_bytes(need: int, what: str, s: Sizes) -> None:
@@ -126,10 +127,10 @@ def check_bytes(need: int, what: str, s: Sizes) -> None:
         )
 
 
-def check_time(view: str, s: Sizes, what: str | None = None) -> float:
+def check_time(view: str, s: Sizes, what: str | None = None, at_length: bool = False) -> float:
     """Refuse a request whose estimated server time is over MHA_VIZ_MAX_REQUEST_S (hosted mode: 30 s).
     Returns the estimate (seconds)."""
-    return check_seconds(seconds(view, s), what or view, s)
+    return check_seconds(seconds(view, s, at_length), what or view, s)
 
 
 def check_seconds(need: float, what: str, s: Sizes) -> float:

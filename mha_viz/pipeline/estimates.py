@@ -10,7 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mha_viz.config import CORPUS_BATCH, LENS_POSITIONS, MAX_CORPUS_TEXTS, MAX_PATCH_BATCH, PATCH_OUTPUT_BYTES
+from mha_viz.config import (
+    CORPUS_BATCH,
+    LENS_POSITIONS,
+    LONG_GRID_CELLS,
+    LONG_MAP_CELLS,
+    MAX_CORPUS_TEXTS,
+    MAX_PATCH_BATCH,
+    MAX_ZOOM_SIDE,
+    PATCH_OUTPUT_BYTES,
+    TILE_BLOCK_CELLS,
+)
 
 F32 = 4
 F64 = 8
@@ -243,6 +253,25 @@ def _kv(s: Sizes) -> Cost:
     return Cost(s.recording_bytes() + stats + s.pass_bytes() + mask + F64 * s.n_q * s.vocab,
                 2 * s.pass_gflop() + s.n_layers * s.trace_gflop(), s.n_layers * s.n_kv_heads * s.n_k)  # fmt: skip
 
+
+def _pooled_layer(s: Sizes) -> Cost:
+    """One layer's pooled exact maps from its recorded q, k and row statistics (tiles.pooled): blocks of at most
+    TILE_BLOCK_CELLS scores (three copies: scores, mask, weights), never a whole [h, n, n]; each head's scores once."""
+    maps = F32 * s.n_heads * (LONG_MAP_CELLS**2 + LONG_GRID_CELLS**2 + MAX_ZOOM_SIDE**2)  # map, grid cell, zoom
+    return Cost(3 * F32 * TILE_BLOCK_CELLS + maps + _rows(s), s.trace_gflop(), s.n_heads * LONG_GRID_CELLS**2)
+
+
+def _heads_at_length(s: Sizes) -> Cost:  # Heads beyond LONG_VIEW_FROM tokens: the shown layer's pooled maps, a zoom
+    return _pooled_layer(s)
+
+
+def _overview_at_length(s: Sizes) -> Cost:  # Overview beyond LONG_VIEW_FROM: every layer's pooled maps, one at a time
+    one = _pooled_layer(s)
+    return Cost(one.peak + F32 * s.n_layers * s.n_heads * LONG_GRID_CELLS**2, s.n_layers * one.gflop, one.cells)
+
+
+AT_LENGTH: dict[str, Callable[[Sizes], Cost]] = {"Heads": _heads_at_length, "Overview": _overview_at_length}
+# views drawn as pooled exact maps from a slim (tiled) recording past LONG_VIEW_FROM tokens (ui/request.py)
 
 ESTIMATES: dict[str, Callable[[Sizes], Cost]] = {
     "Lesson": _one_layer,

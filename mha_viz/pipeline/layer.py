@@ -52,7 +52,7 @@ class Layer:
     looked up (which checks that the layer exists); the per-layer helpers take it instead of looking again."""
 
     lm: LoadedModel
-    rec: Recording
+    rec: Recording | None  # None: the place alone, for a study that runs the model itself (layer_at(lm, None, ...))
     part: str
     layer: int
     site: Site
@@ -60,6 +60,8 @@ class Layer:
     @property
     def call(self) -> Call:
         """The recorded call (a slim recording's has no X: whole_call)."""
+        if self.rec is None:
+            raise MhaVizError(f"{self.part} layer {self.layer} was resolved without a recording: it has no call")
         return self.rec.run.calls[(self.part, self.layer)]
 
     def whole_call(self) -> Call:
@@ -82,14 +84,16 @@ class Layer:
         return sizes(self.rec, self.part, self.layer, n_layers)
 
 
-def layer_at(lm: LoadedModel, rec: Recording, part: str | None, layer: int) -> Layer:
-    """``part`` (None: the model's first) and ``layer`` of ``rec`` resolved once (an unknown one is refused)."""
+def layer_at(lm: LoadedModel, rec: Recording | None, part: str | None, layer: int) -> Layer:
+    """``part`` (None: the model's first) and ``layer`` of ``rec`` resolved once (an unknown one is refused); ``rec``
+    None: the place alone (part, layer, site), for a study that runs the model itself."""
     part = lm.part(part)
     return Layer(lm, rec, part, layer, lm.site(part, layer))
 
 
-def layer_of(lm: LoadedModel, rec: Recording, sel: Selection) -> Layer:
-    """The selection's layer of ``rec`` (its recording of sel.text and sel.target), resolved once."""
+def layer_of(lm: LoadedModel, rec: Recording | None, sel: Selection) -> Layer:
+    """The selection's layer of ``rec`` (its recording of sel.text and sel.target; None: the place alone), resolved
+    once."""
     return layer_at(lm, rec, sel.part, sel.layer)
 
 

@@ -41,6 +41,7 @@ from mha_viz.pipeline.layer import (  # noqa: F401 (the road's recording, layer 
     trace_at,
     with_call,
 )
+from mha_viz.selection import Selection
 from mha_viz.trace import AttentionTrace, MhaVizError
 
 SLIM_BYTES = 128 * 2**20  # a recording larger than this keeps only what the patterns need (Recording.slim)
@@ -92,12 +93,16 @@ def tiled_bytes(s: budget.Sizes) -> int:
     return s.n_layers * per_layer + 5 * s.n_q * s.n_k + 3 * 4 * TILE_BLOCK_CELLS + 4 * 8 * s.n_q * s.d_model
 
 
+def recording_bytes(s: budget.Sizes, slim: bool) -> int:
+    """The memory one recorded pass is admitted by, the one rule the road's check (record, record_layer) and the
+    page's admission (ui/pass_budget.py) share: a slim (long) text is recorded in tiles, so its tiled recording
+    (tiled_bytes) and SLACK; else the untiled estimate with one layer's trace (budget.recording_estimate)."""
+    return tiled_bytes(s) + budget.SLACK if slim else budget.recording_estimate(s)
+
+
 def _check_recording(s: budget.Sizes, slim: bool) -> None:
-    """Refuse a recording over the request budget (hosted mode's is tighter): a slim one is tiled (tiled_bytes)."""
-    if slim:
-        budget.check_bytes(tiled_bytes(s) + budget.SLACK, "Recording the model", s)
-    else:
-        budget.check("Heads", s, recording=True, what="Recording the model")
+    """Refuse a recording over the request budget (hosted mode's is tighter), by recording_bytes."""
+    budget.check_bytes(recording_bytes(s, slim), "Recording the model", s)
 
 
 def record(
@@ -129,16 +134,14 @@ def record(
     return Recording(tokens, target_tokens, share_masks(run), slim)
 
 
-def record_layer(
-    lm: LoadedModel, text: str, part: str | None, layer: int, progress: Callable[[int, int], None] | None = None
-) -> Recording:
-    """A long text's shown layer first: the model run only as far as ``layer`` and that call recorded whole
-    (run_layer: the values the whole recording gives that layer), a partial recording of that call alone. The
-    dashboard draws it while record() runs the rest (at 2048 tokens of SmolLM2, layer 9: ~5 s instead of ~25 s).
-    ``progress(done, total)`` is called after each layer on the way (total: layer + 1)."""
-    tokens, _ = encode(lm, text, None)
+def record_layer(lm: LoadedModel, sel: Selection, progress: Callable[[int, int], None] | None = None) -> Recording:
+    """A long text's shown layer first (sel.text, sel.part, sel.layer): the model run only as far as that layer and
+    its call recorded whole (run_layer: the values the whole recording gives that layer), a partial recording of that
+    call alone. The dashboard draws it while record() runs the rest (at 2048 tokens of SmolLM2, layer 9: ~5 s
+    instead of ~25 s). ``progress(done, total)`` is called after each layer on the way (total: layer + 1)."""
+    tokens, _ = encode(lm, sel.text, None)  # a long text: no decoder text (record() keeps encoder-decoders whole)
     _check_recording(_shape(lm, tokens, None), True)
-    part = lm.part(part)
+    part, layer = lm.part(sel.part), int(sel.layer or 0)
     told = None if progress is None else (lambda k: progress(k, layer + 1))
     run = run_layer(lm, torch.tensor([tokens.ids]), part, layer, progress=told)
     return Recording(tokens, None, run, slim=True, partial=True)
@@ -151,12 +154,19 @@ def share_masks(run: ModelRun) -> ModelRun:
     for call in run.calls.values():
         if call.allowed is None:
             continue
-        same = next((m for m in seen if m.shape == call.allowed.shape and torch.equal(m, call.allowed)), None)
+        same = next((m for m in seen if _same_view(m, call.allowed)), None)
+        if same is None:
+            same = next((m for m in seen if m.shape == call.allowed.shape and torch.equal(m, call.allowed)), None)
         if same is None:
             seen.append(call.allowed)
         else:
             call.allowed = same
     return run
+
+
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors view the same memory the same way (a long text's layers share one boolean mask)."""
+    return a.data_ptr() == b.data_ptr() and a.stride() == b.stride() and a.dtype == b.dtype and a.shape == b.shape
 
 
 def traces(

@@ -106,21 +106,22 @@ def focus_column(
 
 
 def recorded_tiles(lm: LoadedModel, rec: Recording, part: str, config: Config, f: int) -> np.ndarray | None:
-    """Every layer's weights as f×f block means kept during the recorded pass (Call.tiles: the checked pattern of
-    each layer, pooled as it was computed), when they are what ``config`` would show: no what-if that changes the
-    weights (re-split heads, an added causal mask, no scaling) and float32 on the CPU; else None.
+    """Every layer's weights as f×f block means, when they are what ``config`` would show (no what-if that changes
+    the weights: re-split heads, an added causal mask, no scaling; float32 on the CPU; else None): kept during the
+    recorded pass (Call.tiles: a short call's checked pattern, pooled as it was computed), or computed on demand from
+    a long call's q, k and row statistics (Call.pooled_map; the caller caches the result).
     Shapes: returns [L, H, m_q, m_k] float32."""
     calls = [rec.run.calls[(part, i)] for i in range(lm.n_layers(part))]
     if config.heads not in (None, int(calls[0].q.shape[1])) or config.causal or not config.scaled:
         return None
     if resolve_device(config.device).type != "cpu" or resolve_dtype(config.dtype) != torch.float32:
         return None
-    if any(c.tiles is None or c.tile_f != f for c in calls):
+    if any((c.tiles is None or c.tile_f != f) and c.row_lse is None for c in calls):
         return None
     if not all(c.delta <= 1e-4 for c in calls):  # as layer_trace: a pattern that does not match is never shown
         bad = next(i for i, c in enumerate(calls) if not c.delta <= 1e-4)
         raise MhaVizError(f"mha-viz could not reproduce {lm.name}'s attention in {part} layer {bad}")
-    return np.stack([c.tiles for c in calls])
+    return np.stack([c.tiles if c.tiles is not None and c.tile_f == f else c.pooled_map(f) for c in calls])
 
 
 def renormalised(p: np.ndarray, keep_k: np.ndarray | None) -> np.ndarray:

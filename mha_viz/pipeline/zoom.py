@@ -17,7 +17,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import rows as long_rows
 from mha_viz.pipeline.road import Recording, check_match
 from mha_viz.pooling import block_means
-from mha_viz.tiles import allowed_of, pooled, row_lse, window_weights
+from mha_viz.tiles import allowed_of, row_lse, window_weights
 from mha_viz.trace import MhaVizError
 
 
@@ -73,9 +73,10 @@ def layer_pooled(
     lm: LoadedModel, rec: Recording, part: str | None, layer: int, config: Config, f: int,
     heads: slice = slice(None), measure: str = "weight",
 ) -> np.ndarray:  # fmt: skip
-    """One layer's pattern (the heads ``heads``) as f×f tile means of its exact weights: the tiles recorded in the
-    pass when they are these, else pooled from the statistics a block of rows at a time (tiles.pooled), else from
-    chunks of rows (pipeline.rows). Shapes: returns [h', ceil(n_q/f), ceil(n_k/f)] float32."""
+    """One layer's pattern (the heads ``heads``) as f×f tile means of its exact weights: the tiles a short call's
+    self-check kept when they are these, else computed on demand from the statistics (Call.pooled_map: the caller
+    caches it), else (a what-if on the weights) from chunks of rows (pipeline.rows).
+    Shapes: returns [h', ceil(n_q/f), ceil(n_k/f)] float32."""
     part = lm.part(part)
     call = rec.run.calls[(part, layer)]
     n, n_k = int(call.q.shape[-2]), int(call.k.shape[-2])
@@ -87,17 +88,4 @@ def layer_pooled(
     check_match(lm, call, part, layer)
     if call.tiles is not None and call.tile_f == f:
         return call.tiles[heads]
-    h = int(call.q.shape[1])
-    idx = torch.arange(h)[heads]  # the query heads, and their K/V heads
-    group = h // int(call.k.shape[1])
-    kv = idx // group
-    lse = call.row_lse if call.row_lse is not None else _lse(call, slice(None))
-    allowed = None if call.allowed is None else allowed_of(call.allowed)
-
-    def pick(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t[:1] if t.shape[1] == 1 else t[:1, idx]
-
-    with torch.no_grad():
-        out = pooled(call.q[:1, idx], call.k[:1, kv], lse[:1, idx], f, call.scaling, call.softcap, pick(call.bias),
-                     pick(allowed), call.sink is not None)  # fmt: skip
-    return out.numpy()
+    return call.pooled_map(f, heads)

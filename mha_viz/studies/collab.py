@@ -25,6 +25,7 @@ import torch
 from mha_viz import pipeline
 from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline.door import Replace
+from mha_viz.pipeline.layer import layer_at
 from mha_viz.pipeline.weights import head_weights, plain_weights
 from mha_viz.studies.importance import Scorer
 from mha_viz.studies.variants import head_change, layer_patterns
@@ -105,7 +106,7 @@ def _projected(t: torch.Tensor, bias: torch.Tensor | None, v: torch.Tensor) -> t
 def rank_plan(lm: LoadedModel, scorer: Scorer, layer: int, fraction: float) -> tuple[Replace, Replace]:
     """The interventions for one text of ``scorer`` (pipeline.run): ``layer``'s queries and keys put on the shared
     rank-r bases (r = fraction of each concatenation's width, at least 1)."""
-    site = lm.site(scorer.part, layer)
+    site = layer_at(lm, None, scorer.part, layer).site  # the layer resolved once (an unknown one is refused)
     if not site.qkv:
         raise MhaVizError(
             "the shared-basis what-if needs plain query and key projections; this layer rotates or normalises them"

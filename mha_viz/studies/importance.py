@@ -26,6 +26,7 @@ from mha_viz import pipeline
 from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import Ablate, Intervention
 from mha_viz.pipeline.road import encode
+from mha_viz.selection import Selection
 from mha_viz.trace import MhaVizError
 
 Progress = Callable[[float, str], None]
@@ -73,6 +74,12 @@ class Scorer:
             raise MhaVizError("give at least one text")
         self.lm, self.part = lm, lm.part(part)
         self.texts = [self._prepare(t, target) for t in texts]
+
+    @classmethod
+    def of(cls, lm: LoadedModel, sel: Selection, texts: Sequence[str] | None = None) -> Scorer:
+        """The measure on the selection's text (``texts``: these instead, averaged, like the CLI's repeated --text),
+        of its part, with its decoder text."""
+        return cls(lm, list(texts) if texts else [sel.text], sel.part, sel.target)
 
     def _prepare(self, text: str, target: str | None) -> _Text:
         tokens, target_tokens = encode(self.lm, text, target)

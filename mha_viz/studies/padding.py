@@ -22,7 +22,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.models.tokens import Tokens
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.own_road import own_input, own_weights
-from mha_viz.pipeline.road import MATCH_TOL, Recording, layer_trace, record
+from mha_viz.pipeline.road import MATCH_TOL, Recording, layer_at, layer_trace, record
 from mha_viz.trace import MhaVizError
 
 PAD_LABEL = "[PAD]"
@@ -90,8 +90,8 @@ def padded_batch(
     if there is one already (the dashboard's cached one)."""
     if lm.encoder_decoder:
         raise MhaVizError(f"{lm.name} is an encoder-decoder model; the padding demo runs encoders and decoders")
-    part = lm.part(None)
-    site = lm.site(part, layer)
+    at = layer_at(lm, None, None, layer)  # the model's first part, the layer resolved once (an unknown one refused)
+    part, site = at.part, at.site
     alone = [first_alone or record(lm, first), record(lm, second)]  # tokenises, checks the budget, runs each alone
     tokens = (alone[0].tokens, alone[1].tokens)
     pad_id = getattr(lm.tokenizer, "pad_token_id", None)

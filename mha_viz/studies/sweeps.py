@@ -20,6 +20,7 @@ from mha_viz.models.tokens import Tokens, readable
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.door import Ablate
 from mha_viz.pipeline.road import Recording, encode, layer_trace, sizes
+from mha_viz.selection import Selection
 from mha_viz.trace import AttentionTrace, AttentionWeights
 
 
@@ -119,6 +120,13 @@ def roles_table(tokens: Tokens, patterns: np.ndarray) -> list[dict]:
             row["label"] = str(r["label"][head])
             rows.append(row)
     return rows
+
+
+def roles_of(lm: LoadedModel, rec: Recording, sel: Selection) -> list[dict]:
+    """Every head's roles (roles_table) in the selection's part of ``rec``, its recording of sel.text and sel.target,
+    after sel.config's what-ifs, whatever sel.layer (the CLI's roles; the dashboard's get_roles, cached per part)."""
+    part = lm.part(sel.part)
+    return roles_table(rec.query_tokens(part), all_patterns(lm, rec, part, sel.config))
 
 
 def ablation_effect(

@@ -14,12 +14,13 @@ import numpy as np
 import torch
 
 from mha_viz.analysis.referents import word
-from mha_viz.config import PART_NAMES
+from mha_viz.config import PART_NAMES, Config
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.tokens import Tokens
 from mha_viz.pipeline.door import run
-from mha_viz.pipeline.road import encode
+from mha_viz.pipeline.road import encode, layer_at
 from mha_viz.pipeline.scores import check_sum, model_score, recording_sources, sides
+from mha_viz.selection import Selection
 from mha_viz.trace import MhaVizError
 
 LINEARISATION = (
@@ -78,13 +79,19 @@ def why(
     lm: LoadedModel, text: str, layer: int, head: int, query: str | int, key: str | int,
     versus: str | int | None = None, part: str | None = None, target: str | None = None,
 ) -> Why:  # fmt: skip
-    """Split head ``head`` of ``layer``'s score from token ``query`` (its last occurrence) to ``key`` (and the
-    contrast against ``versus``) into query-source × key-source terms. ``target``: an encoder-decoder's decoder text."""
-    tokens, target_tokens = encode(lm, text, target)
+    """why_of on the selection of ``text`` (``target``: an encoder-decoder's decoder text), ``part`` and ``layer``."""
+    return why_of(lm, Selection(Config(), text, target, part, layer), head, query, key, versus)
+
+
+def why_of(lm: LoadedModel, sel: Selection, head: int, query: str | int, key: str | int,
+           versus: str | int | None = None) -> Why:  # fmt: skip
+    """Split head ``head`` of the selection's layer's score from token ``query`` (its last occurrence) to ``key`` (and
+    the contrast against ``versus``) into query-source × key-source terms, on sel.text (and sel.target)."""
+    tokens, target_tokens = encode(lm, sel.text, sel.target)
     i = find_token(tokens.labels, query, "query", last=True)
     j = find_token(tokens.labels, key, "key")
     jv = None if versus is None else find_token(tokens.labels, versus, "second key")
-    return why_at(lm, tokens, layer, head, i, j, jv, part, target_tokens)
+    return why_at(lm, tokens, sel.layer, head, i, j, jv, sel.part, target_tokens)
 
 
 def why_at(
@@ -95,7 +102,7 @@ def why_at(
     part = lm.part(part)
     if lm.encoder_decoder and part != "encoder":
         raise MhaVizError(f"the score split covers the encoder of an encoder-decoder model, not its {PART_NAMES[part]}")
-    lm.site(part, layer)
+    layer = layer_at(lm, None, part, layer).layer  # resolved once: an unknown layer is refused here
     if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < lm.n_heads:
         raise MhaVizError(f"head {head} does not exist; {lm.name} has heads 0 to {lm.n_heads - 1}")
     if jv == j:

@@ -29,12 +29,12 @@ from mha_viz.ui.found import found_head
 from mha_viz.ui.html_download import html_button
 from mha_viz.ui.long_cancel import cancel_button, cancel_key, cancelled, cancelled_notice
 from mha_viz.ui.memo import collect_garbage, drop_held
+from mha_viz.ui.navigation import navigation, to_tab, wanted_view
 from mha_viz.ui.opened import follow_model
 from mha_viz.ui.registry import BY_NAME, REGISTRY
 from mha_viz.ui.sidebar import (
     GROUP_OF,
     IGNORED,
-    VIEW_GROUPS,
     VIEWS,
     Controls,
     check_choice,
@@ -46,7 +46,6 @@ from mha_viz.ui.sidebar import (
     selection,
     show_ignored,
     sidebar,
-    url_value,
 )
 from mha_viz.ui.timing import timed_run
 from mha_viz.ui.views.wo import WO_MODES
@@ -81,7 +80,7 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     c = mask_controls(c, decoder=not c.config.own and lm.causal)
     part, target = ("encoder", None) if c.config.own else part_control(c, lm.parts, lm.encoder_decoder)
     n_layers = 1 if c.config.own else lm.n_layers(part)  # opens on the found head's layer when nothing names one
-    find = lambda: found_head(c.config, c.text, target, part)
+    find = lambda: found_head(selection(c, part, target))  # whatever the layer: before the layer is picked
     follow_model(c, lm.name, n_layers, find)  # another model: its own found head, never the layer of the one before
     layer = layer_control(c, n_layers, lambda: getattr(find(), "layer", 0))
     sel = selection(c, part, target, layer)  # the one request value: every view and cache below takes it
@@ -90,7 +89,7 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     if long and cancelled(stop):  # Cancel was clicked during this text's recording: said, not started again
         cancelled_notice(lm.name)
         return None
-    if long and _wanted_view() == "Heads":  # the shown layer first
+    if long and wanted_view() == "Heads":  # the shown layer first
         with _layers_counted(st.empty(), f"Running {lm.name} as far as layer {layer} (the other layers follow)",
                              (stop, "first")):  # fmt: skip
             guarded(lambda: stack.enter_context(first_layer(sel)))
@@ -195,60 +194,16 @@ def _views(ctx: Ctx) -> None:
     check_choice("view", list(VIEWS), VIEWS[0], "the views are")
     check_choice("wo_mode", list(WO_MODES.values()), next(iter(WO_MODES.values())), "W^O can be")
     check_text("text_b", MAX_SECOND_TEXT_CHARS)  # the Two sentences box's own limit
-    view, views = _navigation()
+    view, views = navigation()
     key = f"view_tab_{GROUP_OF[view]}"
     st.session_state[key] = view  # the group's tabs open on the view, whoever chose it
-    tabs = st.tabs(list(views), key=key, default=view, on_change=_to_tab, args=(key,))
+    tabs = st.tabs(list(views), key=key, default=view, on_change=to_tab, args=(key,))
     for name, tab in zip(views, tabs, strict=True):
         if tab.open:
             with tab, st.spinner("Computing…"):
                 guarded(lambda name=name: _run_view(name, ctx))
     drop_held()
     release_memory()
-
-
-def _to_group() -> None:
-    """The group picker's on_change: open the group's first view (its tabs then show)."""
-    group = st.session_state.get("view_group")
-    if group in VIEW_GROUPS:
-        _set_view(VIEW_GROUPS[group][0])
-
-
-def _to_tab(key: str) -> None:
-    """A tab's on_change: that view is the one open."""
-    _set_view(st.session_state[key])
-
-
-def _set_view(view: str) -> None:
-    """The open view, in the session and in the link (?view=, left out for the first view)."""
-    st.session_state["view"] = view
-    # written only when it changes: a write sends the whole link, and would undo a bound widget's own update
-    # made in the same run (the Rollout slider's rollout_layer)
-    if view == VIEWS[0]:
-        if "view" in st.query_params:
-            del st.query_params["view"]
-    elif st.query_params.get("view") != view:
-        st.query_params["view"] = view
-
-
-def _wanted_view() -> str:
-    """The view to open: a click that opened a head elsewhere or the user's pick, else a link's ?view=."""
-    return st.session_state.get("view") or url_value("view") or VIEWS[0]
-
-
-def _navigation() -> tuple[str, tuple[str, ...]]:
-    """The view to open (_wanted_view) and its group's views, with the group picker drawn: a row of group buttons
-    above the group's tabs."""
-    view = _wanted_view()
-    _set_view(view if view in GROUP_OF else VIEWS[0])
-    view = st.session_state["view"]
-    st.session_state["view_group"] = GROUP_OF[view]  # follows the view, whoever changed it
-    st.segmented_control(
-        "Views", list(VIEW_GROUPS), key="view_group", on_change=_to_group, label_visibility="collapsed",
-        help="Learn: the steps of multi-head attention; Look: the patterns; Explain: what heads do and why; "
-        "What if: change the heads and see what follows.",
-    )  # fmt: skip
-    return view, VIEW_GROUPS[GROUP_OF[view]]
 
 
 def _run_view(name: str, ctx: Ctx) -> None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mha_viz.analysis.opening import opening_choice, opening_pair
-from mha_viz.config import Config
 from mha_viz.pipeline.road import encode
+from mha_viz.selection import Selection
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import model_of, provisional
 from mha_viz.ui.cache_rows import get_focus_column
@@ -57,14 +57,15 @@ class Found:
         return plain(f"Layer {self.layer}, head {self.head} is {self.why()}; choose that layer and head to see it.")
 
 
-def found_head(config: Config, text: str, target: str | None, part: str | None) -> Found | None:
-    """The default pair's head (see the module docstring); never raises: a failure means no default."""
-    if config.own or part == "cross" or provisional():  # a long text's first layer: every layer comes next
+def found_head(sel: Selection) -> Found | None:
+    """The default pair's head of the selection's text and part, whatever its layer (see the module docstring);
+    never raises: a failure means no default."""
+    if sel.config.own or sel.part == "cross" or provisional():  # a long text's first layer: every layer comes next
         return None
     try:
-        lm = model_of(config)
-        part = lm.part(part)
-        tokens, target_tokens = encode(lm, text, target)  # the recording's query tokens, without the recording
+        lm = model_of(sel.config)
+        part = lm.part(sel.part)
+        tokens, target_tokens = encode(lm, sel.text, sel.target)  # the recording's query tokens, without recording
         labels = (tokens if part == "encoder" or target_tokens is None else target_tokens).labels
         pair = opening_pair(labels)  # the one opening rule (analysis.opening), as the Lesson, Lines and show use
         if pair is None:
@@ -75,7 +76,7 @@ def found_head(config: Config, text: str, target: str | None, part: str | None) 
             sample = np.linspace(0, len(labels) - 1, SAMPLE_ROWS - 1).round().astype(int)
             queries = (q, *sorted(set(sample.tolist()) - {q}))
             q = 0
-        column = get_focus_column(config, text, target, part, k, queries)  # [L, H, rows] = patterns[:, :, rows, k]
+        column = get_focus_column(sel.at(part=part), k, queries)  # [L, H, rows] = patterns[:, :, rows, k]
         chosen = opening_choice(column[:, :, :, None], q, 0)  # the one rule, with the largest-weight head beside it
     except MhaVizError as exc:  # an empty text, a budget: the page says so elsewhere
         log.info("no found head: %s", exc)

@@ -9,11 +9,13 @@ import streamlit as st
 
 from mha_viz.analysis.plans import long_views as plan
 from mha_viz.figures.common import plural
+from mha_viz.figures.zoom import focus_row_map
 from mha_viz.pipeline.budget import check_grid
 from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.found import found_head
+from mha_viz.ui.links import plain
 from mha_viz.ui.opened import keep_layer, opened_head, take_focus, why_link
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.zoom import zoom_panel
@@ -42,7 +44,7 @@ def heads_long_view(ctx: Ctx) -> None:
         titles = [f"head {i} · K/V {i // group}" for i in range(h)]
     cols = group if 1 < group <= 6 else 4
     fig = cached_figure("heads_grid", grid, tuple(labels), tuple(titles), cols, False, tuple(key_labels),
-                        ctx.value_name, f)  # fmt: skip
+                        ctx.value_name, f, cap=True)  # fmt: skip
     plot(fig, "heads_grid", ctx.image_format)
     _opened(ctx)
 
@@ -60,7 +62,7 @@ def _opened(ctx: Ctx) -> None:
         left.selectbox("Open head", list(range(h)), format_func=lambda i: f"head {i}", key="head", bind="query-params",
                        on_change=keep_layer)
     )  # fmt: skip
-    found = found_head(ctx.config, ctx.text, ctx.target, ctx.part)
+    found = found_head(ctx.sel)
     default_focus = found.query if found and found.query in labels else labels[min(1, n - 1)]
     valid_choice("focus", labels, default_focus)
     focus = right.selectbox("Focus token (query)", labels, key="focus", bind="query-params", on_change=take_focus)
@@ -70,10 +72,7 @@ def _opened(ctx: Ctx) -> None:
     z = zoom_panel(ctx, head, q)
     strip = get_focus_row(ctx.sel, q, ctx.measure)  # [h, n_k]
     why_link(st, "heads_why", ctx.layer, head, focus, key_labels[int(np.argmax(strip[head]))])  # its top key
-    title = f"“{focus}” as the query: its {ctx.value_name}s in every head [{h} × {len(key_labels):,}], exact"
-    fig = cached_figure("matrix_heatmap", strip, tuple(key_labels), tuple(head_names(h)), title,
-                        value_name=ctx.value_name, width=1400)  # fmt: skip
-    plot(fig, "focus_strip", ctx.image_format)
+    _focus_row(ctx, strip, focus, head, key_labels)
     # the download: the zoom's exact weights and the focus row, never [h, n, n]
     zw = get_window(ctx.sel, (z.q0, z.q1), (z.k0, z.k1), ctx.measure)
     downloads(
@@ -89,3 +88,24 @@ def _opened(ctx: Ctx) -> None:
         csv_data=lambda: csv_bytes([f"{focus} → key", *key_labels],
                                    [[f"head {i}", *(f"{v:.6g}" for v in strip[i])] for i in range(h)]),
     )  # fmt: skip
+
+
+def _focus_row(ctx: Ctx, strip: np.ndarray, focus: str, head: int, key_labels: list[str]) -> None:
+    """The focus token's exact row in every head, drawn by blocks of keys as wide as the map's tiles (each cell its
+    block's largest weight; the hover names that key and its exact weight), and the opened head's top keys named.
+    Shapes: strip [h, n_k]."""
+    h, n_k = strip.shape
+    f = plan.map_side(n_k, n_k)
+    top, top_key, sums = plan.row_blocks(strip, f)
+    focus = plan.short_label(focus)
+    title = (f"“{focus}” as the query: its largest {ctx.value_name} in each block of {f} keys, every head "
+             f"[{h} × {n_k:,} exact, {top.shape[1]} blocks]")  # fmt: skip
+    names = plan.short_labels(key_labels)
+    plot(focus_row_map(top, top_key, sums, f, names, head_names(h), title, ctx.value_name), "focus_strip",
+         ctx.image_format)  # fmt: skip
+    best = np.argsort(-strip[head], kind="stable")[: plan.TOP_KEYS]
+    st.caption(
+        f"Head {head}: “{plain(focus)}” gives the most {ctx.value_name} to "
+        + ", ".join(f"“{plain(names[k])}” ({strip[head, k]:.3f})" for k in best)
+        + f"; these {len(best)} keys hold {strip[head, best].sum():.0%} of its row."
+    )

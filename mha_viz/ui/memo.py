@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from mha_viz.config import hosted
 from mha_viz.ui.guard import stop_if_gone
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,14 +52,17 @@ def nbytes(value: object, _seen: set[int] | None = None) -> int:
 
 
 def cache_limit_bytes() -> int:
-    """All SizedCaches together hold at most this many bytes (MHA_VIZ_CACHE_MB, default 320): each cache's own
-    caps decide what one kind of value may take, this one what the process keeps however the kinds mix."""
+    """All SizedCaches together hold at most this many bytes (MHA_VIZ_CACHE_MB; default 320 hosted, 2,048 locally,
+    so that a long text's recording that one request may make (MHA_VIZ_MAX_REQUEST_MB: SmolLM2's 8,192 tokens, about
+    1 GB) is kept, not recorded again on every page run): each cache's own caps decide what one kind of value may
+    take, this one what the process keeps however the kinds mix."""
+    default = 320.0 if hosted() else 2048.0
     raw = os.environ.get("MHA_VIZ_CACHE_MB", "").strip()
     try:
-        mb = float(raw) if raw else 320.0
+        mb = float(raw) if raw else default
     except ValueError:
-        mb = 320.0
-    return int((mb if mb > 0 else 320.0) * 2**20)
+        mb = default
+    return int((mb if mb > 0 else default) * 2**20)
 
 
 _LOCK = threading.RLock()  # one lock for every cache: eviction across caches stays consistent

@@ -77,7 +77,7 @@ def opened_head(ctx: Ctx, n_heads: int, default: int | None = None) -> int:
         return labels.index(link)
     if default is not None:
         return default
-    found = found_head(ctx.config, ctx.text, ctx.target, ctx.part)
+    found = found_head(ctx.sel)
     return found.head if found is not None and found.layer == ctx.layer and found.head < n_heads else 0
 
 

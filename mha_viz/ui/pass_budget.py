@@ -5,10 +5,11 @@ after its page's pass had run).
     with admitted_pass(lm, text, target):   # refused over a limit; waits, or refused as busy, when the server is full
         pipeline.record(lm, text, target)   # cut with a MhaVizError when it runs past MHA_VIZ_MAX_REQUEST_S
 
-Before the pass starts, its estimated memory (budget.recording_estimate) and time (budget.recording_seconds) are
-checked against the per-request limits; its memory is held in the process budget while it runs (mha_viz.pipeline.
-admission); the request's deadline cuts it before the next attention module (watch_deadline). The time it took is
-told to mha_viz.pipeline.pace, which scales the times shown to people to this server's pace now.
+Before the pass starts, its estimated memory (road.recording_bytes: the road's own rule) and time
+(budget.recording_seconds) are checked against the per-request limits; its memory is held in the process budget while
+it runs (mha_viz.pipeline.admission); the request's deadline cuts it before the next attention module
+(watch_deadline). The time it took is told to mha_viz.pipeline.pace, which scales the times shown to people to this
+server's pace now.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.admission import ADMISSION
 from mha_viz.pipeline.pace import PACE
-from mha_viz.pipeline.road import LoadedModel, encode, is_slim, tiled_bytes
+from mha_viz.pipeline.road import LoadedModel, encode, is_slim, recording_bytes
 from mha_viz.ui.guard import stop_if_gone
 
 _WATCHED: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
@@ -71,8 +72,7 @@ def admitted_pass(lm: LoadedModel, text: str, target: str | None = None, timed: 
     s = pass_sizes(lm, text, target)
     what = f"Recording {lm.name}"
     slim = is_slim(lm, text, target)  # a long text: the LM head's logits at the last position only
-    # a long text is recorded in tiles (never [h, n, n]): its memory is the tiled recording's, as the road checks it
-    need = tiled_bytes(s) + budget.SLACK if slim else budget.recording_estimate(s)
+    need = recording_bytes(s, slim)  # the road's own rule: a long text by its tiled recording's memory
     secs = budget.recording_seconds(dataclasses.replace(s, vocab=0) if slim else s)
     budget.check_bytes(need, what, s)
     budget.check_seconds(secs, what, s)

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from mha_viz.analysis.plans.long_views import is_long
 from mha_viz.config import INDUCTION_LENGTH, MAX_INDUCTION_LENGTH, MIN_INDUCTION_LENGTH
 from mha_viz.pipeline import budget
 from mha_viz.pipeline.admission import ADMISSION
@@ -44,17 +45,24 @@ def sizes(name: str, ctx: Ctx) -> budget.Sizes:
     return budget.Sizes(n_q, n_k, b.n_heads, b.n_kv_heads, b.d_head, b.d_model, b.n_layers, vocab)
 
 
+def at_length(name: str, ctx: Ctx, s: budget.Sizes) -> bool:
+    """Whether view ``name`` is drawn as pooled exact maps from a tiled recording (Heads and Overview past
+    LONG_VIEW_FROM tokens, a model's own weights excepted): its cost is then a block of scores, not [h, n, n]."""
+    return name in budget.AT_LENGTH and not ctx.base.own and is_long(s.n_q, s.n_k)
+
+
 @contextmanager
 def admitted(name: str, ctx: Ctx) -> Iterator[budget.Sizes]:
     """Check view ``name``'s memory (MHA_VIZ_MAX_REQUEST_MB) and, where a limit is set, its time
     (MHA_VIZ_MAX_REQUEST_S) before it runs; hold its estimate in the process budget while it runs (waiting a
     moment, or refused, when the server is busy); cut it when it passes the time limit."""
     s = sizes(name, ctx)
-    budget.check(name, s)
-    budget.check_time(name, s)
+    long = at_length(name, ctx, s)
+    budget.check(name, s, at_length=long)
+    budget.check_time(name, s, at_length=long)
     if not ctx.base.own:
         watch_deadline(model_of(ctx.config))
-    need = budget.estimate(name, s)
+    need = budget.estimate(name, s, at_length=long)
     with ADMISSION.admit(need, name, poll=stop_if_gone), budget.deadline(budget.max_request_s(), name):
         yield s
 

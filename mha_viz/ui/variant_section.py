@@ -7,13 +7,12 @@ import streamlit as st
 
 from mha_viz.analysis.steps import Step, numbered, variant_steps
 from mha_viz.config import Config
-from mha_viz.figures import matrix_heatmap
-from mha_viz.figures.heatmap import matrix_pair, same_rows
 from mha_viz.own_variants import VARIANT_NAMES, VariantSpec, run_variant
 from mha_viz.trace import AttentionTrace, MhaVizError
 from mha_viz.ui.cache import get_own_weights
 from mha_viz.ui.common import plot
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.figure_cache import Panel, finished_pairs, panel
 from mha_viz.ui.links import plain as escaped
 
 
@@ -77,28 +76,25 @@ def variant_section(ctx: Ctx, t: AttentionTrace, i: int, rows: slice, key: str) 
     plot_in_pairs(figures, key, ctx.image_format)
 
 
-def plot_in_pairs(figures: list, key: str, image_format: str) -> None:
+def plot_in_pairs(panels: list[Panel], key: str, image_format: str) -> None:
     """The matrices two to a row, in order: two whose rows are the same labels as one chart (figures.matrix_pair:
     one chart element instead of two), any other in a half-width column of its own. (A self-attention layer's key
-    rows are its query rows unless the query rows are windowed.)"""
-    j = 0
-    while j < len(figures):
-        if j + 1 < len(figures) and same_rows(figures[j], figures[j + 1]):
-            plot(matrix_pair(figures[j], figures[j + 1]), f"{key}_{j}", image_format)
-            j += 2
+    rows are its query rows unless the query rows are windowed.) Built once per set of values (ui.figure_cache)."""
+    for j, fig, pair in finished_pairs(tuple(panels)):
+        if pair:
+            plot(fig, f"{key}_{j}", image_format)
             continue
         with st.columns(2)[0]:
-            plot(figures[j], f"{key}_{j}", image_format)
-        j += 1
+            plot(fig, f"{key}_{j}", image_format)
 
 
-def _variant_figure(s: Step, title: str, tok: list[str], rows: slice) -> object:
+def _variant_figure(s: Step, title: str, tok: list[str], rows: slice) -> Panel:
     """One variant matrix: rows are heads (all shown) or the query tokens (the same window as above)."""
     by_heads = s.row_labels is not None
     z = s.z if by_heads or s.key_rows else s.z[rows]
     ylab = list(s.row_labels) if by_heads else (tok if s.key_rows else tok[rows])
     xlab = list(s.col_labels) if s.col_labels is not None else (tok if s.keys else None)
-    return matrix_heatmap(
+    return panel(
         z, xlab, ylab, f"{title}   {s.shape}", diverging=s.signed, value_name=s.name,
         attention=s.name == "weight", height=380,
     )  # fmt: skip

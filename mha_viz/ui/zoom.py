@@ -15,7 +15,7 @@ from mha_viz.figures.zoom import pooled_map
 from mha_viz.ui.common import cached_figure, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import plain
-from mha_viz.ui.zoom_data import get_layer_pooled, get_window
+from mha_viz.ui.zoom_data import get_layer_pooled, get_offsets, get_window
 
 ROWS, KEYS, ANCHOR, MAP = "zoom_rows", "zoom_keys", "zoom_anchor", "zoom_map"
 
@@ -94,19 +94,32 @@ def zoom_panel(ctx: Ctx, head: int, focus: int) -> plan.Zoom:
                    "the window starts where you chose and is cut there.")  # fmt: skip
     w = get_window(ctx.sel, (z.q0, z.q1), (z.k0, z.k1), ctx.measure)[head]
     title = plan.zoom_title(ctx.where.capitalize(), head, z, ctx.value_name)
-    fig = cached_figure("matrix_heatmap", w, tuple(key_labels[z.keys]), tuple(labels[z.rows]), title,
-                        value_name=ctx.value_name, attention=True, width=900)  # fmt: skip
+    xs, ys = plan.short_labels(key_labels[z.keys]), plan.short_labels(labels[z.rows])  # "␣×19", not 19 marks
+    fig = cached_figure("matrix_heatmap", w, tuple(xs), tuple(ys), title, value_name=ctx.value_name, attention=True,
+                        width=900)  # fmt: skip
     plot(fig, "zoom_window", ctx.image_format)
-    where_panel(z, b.tokens.pieces, b.key_tokens.pieces if ctx.part == "cross" else None)
+    offsets = None if ctx.part == "cross" else get_offsets(ctx.config, ctx.text, tuple(b.tokens.ids))
+    where_panel(z, b.tokens.pieces, b.key_tokens.pieces if ctx.part == "cross" else None, (ctx.text, offsets))
     return z
 
 
-def where_panel(z: plan.Zoom, pieces: Sequence[str], key_pieces: Sequence[str] | None = None) -> None:
+def where_panel(
+    z: plan.Zoom, pieces: Sequence[str], key_pieces: Sequence[str] | None = None,
+    typed: tuple[str, Sequence[tuple[int, int]] | None] = ("", None),
+) -> None:  # fmt: skip
     """The text panel: where the zoom sits (positions, and its tokens in bold in their context; the text's markdown
-    characters escaped)."""
+    characters escaped). ``typed``: the text and its tokens' character offsets, so that the panel shows the text as
+    typed (word pieces joined); without offsets, the tokens' pieces joined by spaces."""
+    text, offsets = typed
+
+    def part(lo: int, hi: int, own: Sequence[str]) -> tuple[str, str, str]:
+        if offsets is not None and own is pieces:
+            return plan.text_excerpt(text, offsets, lo, hi)
+        return plan.excerpt(own, lo, hi)
+
     st.caption(f"Where the zoom sits in the text: {plan.where_words(z)}.")
-    before, inside, after = plan.excerpt(pieces, z.q0, z.q1)
+    before, inside, after = part(z.q0, z.q1, pieces)
     st.markdown(f"Queries: {plain(before)} **⟦{plain(inside)}⟧** {plain(after)}")
     if (z.k0, z.k1) != (z.q0, z.q1) or key_pieces is not None:
-        before, inside, after = plan.excerpt(key_pieces or pieces, z.k0, z.k1)
+        before, inside, after = part(z.k0, z.k1, key_pieces or pieces)
         st.markdown(f"Keys: {plain(before)} **⟦{plain(inside)}⟧** {plain(after)}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mha_viz.config import Config
+from mha_viz.pipeline.road import layer_of
 from mha_viz.selection import Selection
 from mha_viz.ui.cache import model_of, recording_of
 from mha_viz.ui.memo import sized_cache
@@ -40,7 +42,22 @@ def get_focus_row(sel: Selection, q: int, measure: str = "weight") -> np.ndarray
     from mha_viz.pipeline import zoom
 
     lm = model_of(sel.config)
-    rec = recording_of(sel, one_layer=True)
-    layer = int(sel.layer or 0)
-    n_k = int(rec.run.calls[(lm.part(sel.part), layer)].k.shape[-2])
-    return zoom.window(lm, rec, sel.part, layer, sel.config, slice(q, q + 1), slice(0, n_k), measure)[:, 0]
+    at = layer_of(lm, recording_of(sel, one_layer=True), sel.at(layer=int(sel.layer or 0)))  # resolved once
+    n_k = int(at.call.k.shape[-2])
+    return zoom.window(lm, at.rec, at.part, at.layer, sel.config, slice(q, q + 1), slice(0, n_k), measure)[:, 0]
+
+
+@sized_cache(max_entries=8, max_mb=8)
+def get_offsets(config: Config, text: str, ids: tuple[int, ...]) -> tuple[tuple[int, int], ...] | None:
+    """Each token's (start, end) characters in ``text`` as the model's tokenizer says (its offset_mapping), when
+    that tokenisation is ``ids`` (the recorded tokens); None where the tokenizer has no offsets or its tokens differ
+    (a decoder's text, word tokens)."""
+    tokenizer = model_of(config).tokenizer
+    try:
+        enc = tokenizer(text, add_special_tokens=True, truncation=True, max_length=len(ids),
+                        return_offsets_mapping=True)  # fmt: skip
+    except (NotImplementedError, ValueError, TypeError):  # a slow tokenizer has no offsets
+        return None
+    if tuple(int(i) for i in enc["input_ids"]) != tuple(ids):
+        return None
+    return tuple((int(s), int(e)) for s, e in enc["offset_mapping"])

@@ -77,13 +77,32 @@ def wait_ready(url: str, timeout_s: float = 240) -> None:
         time.sleep(0.5)
 
 
+PROXY_SOURCE = "127.0.0.5"  # stands for the proxy container's address: uvicorn trusts only 127.0.0.1 by itself
+
+
+def replica_env() -> dict[str, str]:
+    """deploy/compose.yaml's app environment (hosted), its proxy's address as the one trusted X-Forwarded-For
+    (PROXY_SOURCE on loopback) and 2 page streams per client, the cap the second test counts."""
+    import yaml
+
+    app_env = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["x-app"]["environment"]
+    return {**app_env, "FORWARDED_ALLOW_IPS": PROXY_SOURCE, "MHA_VIZ_MAX_SESSIONS_PER_CLIENT": "2"}
+
+
 @pytest.fixture(scope="module")
-def proxied() -> Iterator[str]:
-    with serve_app({"MHA_VIZ_HOSTED": "1"}) as a, serve_app({"MHA_VIZ_HOSTED": "1"}) as b:
+def replicas() -> Iterator[list[str]]:
+    """Two replicas of the app, started once for both tests (a start costs 10-30 s here), each ready."""
+    with serve_app(replica_env()) as a, serve_app(replica_env()) as b:
         wait_ready(a)
         wait_ready(b)
-        with proxy([a, b]) as url:
-            yield url
+        yield [a, b]
+
+
+@pytest.fixture(scope="module")
+def proxied(replicas: list[str]) -> Iterator[str]:
+    """deploy/haproxy.cfg itself in front of the replicas."""
+    with proxy(replicas) as url:
+        yield url
 
 
 def test_two_browsers_two_replicas_each_keeps_its_own(browser: Browser, proxied: str) -> None:
@@ -123,9 +142,6 @@ def test_two_browsers_two_replicas_each_keeps_its_own(browser: Browser, proxied:
 
 
 # --- issue 35 §4.4: each visitor has its own caps behind the proxy ------------------------------------------------
-PROXY_SOURCE = "127.0.0.5"  # stands for the proxy container's address: uvicorn trusts only 127.0.0.1 by itself
-
-
 async def _streams(url: str, source: str, n: int, kept: list, forwarded: str = "") -> int:
     """Open n page streams through the proxy from local address ``source`` (with a forged X-Forwarded-For when
     given); how many were accepted (they stay open, in ``kept``)."""
@@ -159,7 +175,7 @@ async def _three_clients(url: str) -> tuple[int, int, int]:
             await ws.close()
 
 
-def test_two_clients_behind_the_proxy_have_their_own_caps(tmp_path: Path) -> None:
+def test_two_clients_behind_the_proxy_have_their_own_caps(replicas: list[str], tmp_path: Path) -> None:
     """deploy/compose.yaml trusts its proxy's X-Forwarded-For (main: no FORWARDED_ALLOW_IPS, so every visitor
     counted as the proxy: one client holding 20 streams locked everyone out). The same setting on loopback, the
     proxy connecting from PROXY_SOURCE: client A (127.0.0.2) gets 2 streams per replica, client B (127.0.0.3) still
@@ -171,13 +187,10 @@ def test_two_clients_behind_the_proxy_have_their_own_caps(tmp_path: Path) -> Non
     compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
     app_env = compose["x-app"]["environment"]
     assert app_env.get("FORWARDED_ALLOW_IPS") == compose["services"]["proxy"]["networks"]["web"]["ipv4_address"]
-    env = {**app_env, "FORWARDED_ALLOW_IPS": PROXY_SOURCE, "MHA_VIZ_MAX_SESSIONS_PER_CLIENT": "2"}
+    assert replica_env() == {**app_env, "FORWARDED_ALLOW_IPS": PROXY_SOURCE, "MHA_VIZ_MAX_SESSIONS_PER_CLIENT": "2"}
     config = tmp_path / "haproxy.cfg"
     config.write_text(CONFIG.read_text().replace("backend apps\n", f"backend apps\n    source {PROXY_SOURCE}\n"))
-    with serve_app(env) as a, serve_app(env) as b:
-        wait_ready(a)
-        wait_ready(b)
-        with proxy([a, b], config) as url:
-            got_a, got_b, forged = run_async(_three_clients(url))
+    with proxy(replicas, config) as url:  # the replicas the browsers used (their pages closed: no stream left)
+        got_a, got_b, forged = run_async(_three_clients(url))
     print(f"through the proxy: A {got_a} of 6 streams, B {got_b} of 6, A with a forged address {forged} of 4")
     assert (got_a, got_b, forged) == (4, 4, 0)

@@ -5,8 +5,11 @@ on the pooled map), and the words that say where it sits. No model, no Streamlit
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from mha_viz.config import LONG_GRID_CELLS, LONG_MAP_CELLS, LONG_VIEW_FROM, MAX_ZOOM_SIDE, ZOOM_SIDE
 
@@ -136,3 +139,66 @@ def excerpt(pieces: Sequence[str], lo: int, hi: int, context: int = 12) -> tuple
     first = "… " if lo > context else ""
     last = " …" if hi + context < len(pieces) else ""
     return first + join(pieces[max(0, lo - context) : lo]), join(pieces[lo:hi]), join(pieces[hi : hi + context]) + last
+
+
+# --- readable at length: whitespace labels, the text as typed, the focus row by blocks -------------------------
+TOP_KEYS = 5  # the focus row's keys named under its map (Heads at length)
+_WS_MARKS = "␣↵⇥"  # models/tokens.readable's marks for a whitespace token (its only characters)
+_RUN = re.compile("([␣↵⇥])\\1{2,}")
+
+
+def short_label(label: str) -> str:
+    """A whitespace token's label, short: a run of three or more of one mark as "␣×19" ("↵␣×22 (7)"); any other
+    label unchanged (only a token of nothing but whitespace is drawn with these marks)."""
+    body, _, tail = label.partition(" (")
+    if not body or body.strip(_WS_MARKS):
+        return label
+    short = _RUN.sub(lambda m: f"{m.group(1)}×{len(m.group(0))}", body)
+    return short + (f" ({tail}" if tail else "")
+
+
+def short_labels(labels: Sequence[str]) -> list[str]:
+    """short_label of each, or the labels unchanged if shortening made two alike (an axis needs them distinct)."""
+    out = [short_label(t) for t in labels]
+    return out if len(set(out)) == len(set(labels)) else list(labels)
+
+
+def _flat(s: str) -> str:
+    """Text on one line: a line break as " ↵ ", any other run of whitespace as one space."""
+    return re.sub(r"[^\S\n]+", " ", re.sub(r"\s*\n\s*", " ↵ ", s))
+
+
+def text_excerpt(
+    text: str, offsets: Sequence[tuple[int, int]], lo: int, hi: int, context: int = 12
+) -> tuple[str, str, str]:
+    """As excerpt, but the text as typed between the tokens' character offsets (the tokenizer's
+    offset_mapping, one (start, end) per token; special tokens (0, 0)): word pieces stay joined ("Surrender")."""
+    n = len(offsets)
+
+    def span(a: int, b: int) -> tuple[int, int] | None:
+        real = [(s, e) for s, e in offsets[max(0, a) : min(n, b)] if e > s]
+        return (real[0][0], real[-1][1]) if real else None
+
+    inside = span(lo, hi)
+    if inside is None:
+        return "", "", ""
+    start = (span(lo - context, lo) or inside)[0]
+    end = (span(hi, hi + context) or inside)[1]
+    first = "… " if lo > context else ""
+    last = " …" if hi + context < n else ""
+    return (first + _flat(text[start : inside[0]]).strip(), _flat(text[inside[0] : inside[1]]).strip(),
+            _flat(text[inside[1] : end]).strip() + last)  # fmt: skip
+
+
+def row_blocks(row: np.ndarray, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One query's exact row in every head, by blocks of f keys (the last may be partial): each block's largest
+    weight, the key that has it and the block's sum. Shapes: row [h, n_k] -> 3 × [h, ceil(n_k / f)]."""
+    h, n_k = row.shape
+    m = -(-n_k // f)
+    padded = np.full((h, m * f), -np.inf, dtype=np.float64)
+    padded[:, :n_k] = row
+    blocks = padded.reshape(h, m, f)
+    arg = blocks.argmax(-1)
+    top = np.take_along_axis(blocks, arg[..., None], -1)[..., 0]
+    sums = np.where(np.isfinite(blocks), blocks, 0.0).sum(-1)
+    return top.astype(np.float32), (arg + np.arange(m) * f).astype(np.int64), sums.astype(np.float32)

@@ -102,7 +102,7 @@ def _sinks(ctx: Ctx, t: AttentionTrace) -> None:
 def _head_and_focus(ctx: Ctx, sh: Shown) -> None:
     """The opened head and the focus token: a fragment, so changing them redraws only this part."""
     h, n = sh.pattern.shape[0], len(sh.labels)
-    found = found_head(ctx.config, ctx.text, ctx.target, ctx.part)
+    found = found_head(ctx.sel)
     left, right = st.columns(2)
     valid_choice("head", list(range(h)), opened_head(ctx, h))  # the head opened in any view (or the found one)
     head = int(

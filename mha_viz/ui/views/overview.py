@@ -8,6 +8,7 @@ import streamlit as st
 from mha_viz.analysis.plans.long_views import LONG_VIEW_FROM, is_long, tile_caption
 from mha_viz.figures import GRID_MAX_CELLS, overview
 from mha_viz.figures.common import OVERVIEW_TILE, plural
+from mha_viz.figures.zoom import CAP_PERCENTILE
 from mha_viz.ui.cache_rows import get_pooled_patterns
 from mha_viz.ui.choices import clicked_points
 from mha_viz.ui.common import downloads, plot, shown
@@ -35,7 +36,7 @@ def _kept(ctx: Ctx) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
 def overview_view(ctx: Ctx) -> None:
     b = ctx.base
     keep, keep_k = _kept(ctx)
-    tiles, f = get_pooled_patterns(ctx.config, ctx.text, ctx.target, ctx.part, TILE, ctx.measure, keep, keep_k)
+    tiles, f = get_pooled_patterns(ctx.sel, TILE, ctx.measure, keep, keep_k)
     ctx.measure_note()
     L, H = tiles.shape[:2]
     m = len(b.tokens.labels) if keep is None else len(keep)
@@ -56,7 +57,8 @@ def overview_view(ctx: Ctx) -> None:
     group = max(1, b.n_heads // max(1, b.n_kv_heads))
     if group > 1:
         st.caption(f"Grouped-query attention: columns labelled kv0, kv1, … share one key/value head ({group} each).")
-    fig = overview(tiles, tile=TILE, group=group)
+    at_length = is_long(m, m if keep_k is None else len(keep_k))
+    fig = overview(tiles, tile=TILE, group=group, pooled=f, cap=CAP_PERCENTILE if at_length else None)
     plot(fig, "overview_fig", ctx.image_format, on_select=_on_tile_click)
     if m <= GRID_MAX_CELLS:  # every weight (small)
         patterns = ctx.patterns(follow_measure=True)  # [L, H, n_q, n_k]

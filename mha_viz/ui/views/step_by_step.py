@@ -7,17 +7,17 @@ import streamlit as st
 from mha_viz.analysis.plans.step_by_step import step_arrays, step_notes
 from mha_viz.analysis.steps import head_steps, numbered
 from mha_viz.config import WINDOW_ROWS
-from mha_viz.figures import matrix_heatmap
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.pipeline import road as pipeline
 from mha_viz.selection import Selection
 from mha_viz.ui.cache import get_own_weights, model_of, recording_of
-from mha_viz.ui.common import downloads
+from mha_viz.ui.common import downloads, plot
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.figure_cache import finished_stack, panel
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.opened import follow_head
 from mha_viz.ui.timing import timed_fragment
-from mha_viz.ui.variant_section import plot_in_pairs, variant_section
+from mha_viz.ui.variant_section import variant_section
 from mha_viz.ui.window import row_window
 
 
@@ -56,7 +56,7 @@ def _one_head(ctx: Ctx) -> None:
     rows = row_window(n, WINDOW_ROWS, "step_rows", "each matrix whose rows are the query tokens")
     cut = "" if rows.stop - rows.start == n else f", rows {rows.start}–{rows.stop - 1}"
     figures = [
-        matrix_heatmap(
+        panel(
             s.z if s.key_rows else s.z[rows],
             keys if s.keys else None,
             keys if s.key_rows else tok[rows],
@@ -69,6 +69,6 @@ def _one_head(ctx: Ctx) -> None:
         )
         for s, title in zip(steps, numbered(steps), strict=True)
     ]
-    plot_in_pairs(figures, "step", ctx.image_format)
+    plot(finished_stack(tuple(figures)), "step", ctx.image_format)  # one chart: the rows of matrices, stacked
     variant_section(ctx, t, i, rows, "step_variant")
     downloads("step", npz=step_arrays(t, i))

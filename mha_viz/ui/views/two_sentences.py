@@ -136,8 +136,8 @@ def two_view(ctx: Ctx) -> None:
         return
     c1, c2 = picked
     # the focus rows only (row 0 of each): [L, H, 1, na], [L, H, 1, nb] = patterns[:, :, q : q + 1]
-    pa = get_focus_rows(ctx.config, ctx.text, ctx.target, ctx.part, qa)[:, :, None]
-    pb = get_focus_rows(ctx.config, text_b, ctx.target, ctx.part, qb)[:, :, None]
+    pa = get_focus_rows(ctx.sel, qa)[:, :, None]
+    pb = get_focus_rows(ctx.sel.with_text(text_b), qb)[:, :, None]
     r = two_shift(pa, pb, plan, c1, c2, ctx.key_special)
     f, n1, n2 = plain(focus), plain(c1), plain(c2)
     top = _ranking(ctx, r, plan, (focus, c1, c2), (f, n1, n2))
@@ -164,7 +164,7 @@ def _referents(ctx: Ctx, plan: TwoFocus, focus: str, qa: int, cols: list) -> tup
     shared = list(plan.shared)
     row = None  # the focus row's mean over every layer and head, needed only without the seed example's words
     if not seed_words(shared):
-        row = get_focus_rows(ctx.config, ctx.text, ctx.target, ctx.part, qa).mean((0, 1))  # [n_keys]
+        row = get_focus_rows(ctx.sel, qa).mean((0, 1))  # [n_keys]
     found_c, why_c = two_candidates(plan, focus, ctx.key_special, row)
     valid_choice("two_c1", shared, shared[found_c[0]])
     valid_choice("two_c2", shared, shared[found_c[1]])

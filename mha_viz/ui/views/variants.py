@@ -14,69 +14,24 @@ from mha_viz.analysis.plans.variants import (
     share_table,
     shown_heads,
 )
-from mha_viz.config import Config
 from mha_viz.figures import line_chart
 from mha_viz.figures.variants import before_after, cache_curve, energy_figure
 from mha_viz.figures.variants_moh import moh_figure, usage_map
 from mha_viz.studies import collab, importance, moh, variants
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import model_of
+from mha_viz.ui.cache_variants import (
+    get_moh,
+    get_patterns,
+    get_rank_curve,
+    get_spectra,
+    get_study,
+    get_usage,
+)
 from mha_viz.ui.common import csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, needs_pretrained
-from mha_viz.ui.memo import sized_cache
 
 MOST_CHANGED = 4  # heads shown before and after at first (the most changed; 8 panels, not 24: ~0.3 s less to draw)
-
-
-@sized_cache(max_entries=16, max_mb=8)
-def get_study(model_name: str, device: str, text: str, target: str | None, part: str) -> variants.Study:
-    """Every (grouping, kv_heads) conversion of the whole model on the text (variants.study)."""
-    from mha_viz.ui.cache import get_model
-
-    bar = st.progress(0.0, text="Converting…")
-    try:
-        return variants.study(get_model(model_name, device), [text], part, target,
-                              progress=lambda f, what: bar.progress(min(max(f, 0.0), 1.0), text=what))  # fmt: skip
-    finally:
-        bar.empty()
-
-
-@sized_cache(max_entries=16, max_mb=64)
-def get_patterns(
-    model_name: str,
-    device: str,
-    text: str,
-    target: str | None,
-    part: str,
-    layer: int,
-    share: tuple,
-    grouping: str = "mean",
-) -> np.ndarray:
-    """One layer's pattern with every layer converted as ``share`` says (empty: the model). Shapes: [h, q, k]."""
-    from mha_viz.ui.cache import get_model
-
-    lm = get_model(model_name, device)
-    if not share:
-        return variants.layer_patterns(lm, text, target, part, layer)
-    return variants.converted_patterns(lm, text, target, part, layer, grouping, share)  # fmt: skip
-
-
-@sized_cache(max_entries=8, max_mb=16)
-def get_spectra(model_name: str, device: str, part: str) -> list[collab.LayerSpectrum]:
-    """Every layer's spectra of the concatenated query and key projections (weights only)."""
-    from mha_viz.ui.cache import get_model
-
-    return collab.spectra(get_model(model_name, device), part)
-
-
-@sized_cache(max_entries=8, max_mb=64)
-def get_rank_curve(
-    model_name: str, device: str, text: str, target: str | None, part: str, layer: int
-) -> collab.RankCurve:
-    """The shared-basis what-if for one layer (collab.rank_curve)."""
-    from mha_viz.ui.cache import get_model
-
-    return collab.rank_curve(get_model(model_name, device), text, target, part, layer)
 
 
 PARTS = {"share": "Share keys and values (GQA, MQA)", "collab": "Collaborative heads", "mixture": "Mixture of heads"}
@@ -236,31 +191,6 @@ def _collaborate(ctx: Ctx) -> None:
     series = {importance.measure_short(lm): curve.change, "mean JS distance of the layer's patterns": curve.distance}
     plot(line_chart(xs, series, "Shared query/key basis of rank r", "r of W_Q's width"), "collab_rank",
          ctx.image_format)  # fmt: skip
-
-
-@sized_cache(max_entries=16, max_mb=16)
-def get_usage(model_name: str, device: str, text: str, target: str | None, part: str, k: int) -> np.ndarray:
-    """Which heads each token keeps in every layer with top-k routing (moh.head_usage). Shapes: [L, q, h] bool."""
-    from mha_viz.ui.cache import get_model
-
-    return moh.head_usage(get_model(model_name, device), text, target, part, k)
-
-
-@sized_cache(max_entries=8, max_mb=4)
-def get_moh(config: Config, text: str, target: str | None, part: str) -> moh.MohCurve:
-    """Routed against static pruning for every k (moh.moh_curve), the importance from the shared cache."""
-    from mha_viz.ui.cache_studies import get_importance
-
-    bar = st.progress(0.0, text="Head importance…")
-
-    def progress(f: float, what: str) -> None:
-        bar.progress(min(max(f, 0.0), 1.0), text=what)
-
-    try:
-        imp = get_importance(config, (text,), target, part, lambda f, what: progress(f / 2, what))
-        return moh.moh_curve(model_of(config), [text], part, target, importance=imp, progress=progress)
-    finally:
-        bar.empty()
 
 
 def _mixture(ctx: Ctx) -> None:

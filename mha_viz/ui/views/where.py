@@ -66,7 +66,7 @@ def where_view(ctx: Ctx) -> None:
     q, k = labels.index(q_label), key_labels.index(k_label)
     if note and (q, k) == (q0, k0):
         st.caption(plain(note))
-    weights = get_focus_weights(ctx.config, ctx.text, ctx.target, ctx.part, q, k, ctx.measure)  # [L, H] p[:,:,q,k]
+    weights = get_focus_weights(ctx.sel, q, k, ctx.measure)  # [L, H] p[:,:,q,k]
     p = plan.where_plan(weights, labels, key_labels, q, k, causal)
     if p.warning:
         st.warning(plain(p.warning))

@@ -9,9 +9,9 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.analysis.why_plan import csv_rows, default_keys, head_sources, plan
-from mha_viz.config import Config
 from mha_viz.figures.why import why_bars, why_heatmap
 from mha_viz.pipeline.road import encode
+from mha_viz.selection import Selection
 from mha_viz.studies.why import LINEARISATION, Why, why_at
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.common import csv_bytes, downloads, plot
@@ -27,12 +27,11 @@ TOP = 12  # rows and columns of the heatmap, bars per side
 
 
 @sized_cache(max_entries=16, max_mb=64)
-def get_why(config: Config, text: str, target: str | None, part: str, layer: int, head: int, q: int, k: int,
-            v: int | None) -> Why:  # fmt: skip
-    """The split (one forward pass, the sources recorded at the three tokens only)."""
-    lm = model_of(config)
-    tokens, target_tokens = encode(lm, text, target)
-    return why_at(lm, tokens, layer, head, q, k, v, part, target_tokens)
+def get_why(sel: Selection, head: int, q: int, k: int, v: int | None) -> Why:
+    """The split on the selection's layer (one forward pass, the sources recorded at the three tokens only)."""
+    lm = model_of(sel.config)
+    tokens, target_tokens = encode(lm, sel.text, sel.target)
+    return why_at(lm, tokens, sel.layer, head, q, k, v, sel.part, target_tokens)
 
 
 def _pickers(ctx: Ctx, labels: list[str], pattern: np.ndarray) -> tuple[int, int, int, int | None]:
@@ -43,7 +42,7 @@ def _pickers(ctx: Ctx, labels: list[str], pattern: np.ndarray) -> tuple[int, int
     head = int(a.selectbox("Head", list(range(h)), format_func=lambda i: f"head {i}", key="why_head",
                            on_change=on_head))  # fmt: skip
     if "why_q" not in st.session_state:
-        found = found_head(ctx.config, ctx.text, ctx.target, ctx.part)
+        found = found_head(ctx.sel)
         first = found.query if found is not None and found.query in labels else "it" if "it" in labels else labels[-1]
         st.session_state["why_q"] = first
     on_q = follow_focus("why_q", labels)
@@ -73,7 +72,7 @@ def why_view(ctx: Ctx) -> None:
     labels = list(ctx.base.tokens.labels)
     pattern = ctx.trace(x=False).pattern.numpy()  # [h, n_q, n_k]
     head, q, k, v = _pickers(ctx, labels, pattern)
-    w = get_why(ctx.config, ctx.text, ctx.target, ctx.part, ctx.layer, head, q, k, v)
+    w = get_why(ctx.sel, head, q, k, v)
     expand = st.toggle("Each source on its own (each head, each bias) instead of groups", key="why_expand")
     p = plan(w, contrast=True, expand=expand, top=TOP)
     cols = st.columns(4 if v is not None else 2)

@@ -1,0 +1,184 @@
+"""The views at length through a real server (issue 38 §3): SmolLM2 over 8,192 tokens of the GPL-3, recorded once,
+then each view's server time and payload, against a bare Streamlit page's redraw measured in the same run.
+
+Run:  python benchmarks/bench_long_views.py [--tokens 8192] [--layer 21] [--url ws://127.0.0.1:PORT/_stcore/stream]
+Starts `streamlit run app.py` (MHA_VIZ_MAX_REQUEST_MB=8192 unless set) and a server of benchmarks/floor_app.py, or
+uses the app server at --url (a text it already recorded is not recorded again). Each page run is a raw websocket
+client (tests/stream_client.py: what a browser sends): the time from the rerun sent to script_finished, and the bytes
+the server sent (every ForwardMsg: the page's payload). The zoom is the slider's change sent as that page's widget
+state inside the opened head's fragment (what the browser sends when the range moves). Targets: any view <= 2 s and
+<= 15 MB; a zoom <= 2 s. Prints a table; the first run (the recording) is printed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+GPL = Path("/usr/share/common-licenses/GPL-3")
+SMOL = "SmolLM2-135M (bundled)"
+MB = 1e6
+
+
+def gpl_text(n_tokens: int) -> str:
+    """The GPL-3, its start again after it, cut to ``n_tokens`` SmolLM2 tokens."""
+    from transformers import AutoTokenizer
+
+    from mha_viz.models.sources import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    body = GPL.read_text()
+    ids = tok(body + "\n\n" + body, add_special_tokens=True)["input_ids"][:n_tokens]
+    return tok.decode(ids)
+
+
+def serve(app: str, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
+    from stream_client import _free_port, _healthy
+
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", app, "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]  # fmt: skip
+    log = open(f"/tmp/bench_long_views_{port}.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while not _healthy(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"server did not start: see {log.name}")
+        time.sleep(0.3)
+    return proc, port
+
+
+async def session(url: str, query: str, timeout: float = 1800) -> tuple[object, list[dict]]:
+    """A page stream with one run of ``?query`` done: (the socket, what each run gave)."""
+    import websockets
+
+    ws = await websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60)
+    return ws, [await one_run(ws, query, timeout=timeout)]
+
+
+async def one_run(ws: object, query: str, widgets: object = None, fragment: str = "", timeout: float = 1800) -> dict:
+    """Send a rerun (``widgets``: WidgetStates; ``fragment``: that fragment alone) and read until it finishes."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ClientState_pb2 import ClientState
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = BackMsg()
+    state = ClientState(query_string=query, fragment_id=fragment)
+    if widgets is not None:
+        state.widget_states.CopyFrom(widgets)
+    msg.rerun_script.CopyFrom(state)
+    out = {"bytes": 0, "errors": [], "sliders": {}, "seconds": 0.0}
+    start = time.perf_counter()
+    await ws.send(msg.SerializeToString())
+    async with asyncio.timeout(timeout):
+        while True:
+            data = await ws.recv()
+            out["bytes"] += len(data)
+            fm = ForwardMsg()
+            fm.ParseFromString(data)
+            kind = fm.WhichOneof("type")
+            if kind == "script_finished":
+                out["seconds"] = time.perf_counter() - start
+                return out
+            if kind != "delta" or fm.delta.WhichOneof("type") != "new_element":
+                continue
+            el = fm.delta.new_element
+            what = el.WhichOneof("type")
+            if what == "exception" or (what == "alert" and el.alert.format == el.alert.ERROR):
+                out["errors"].append(str(el.exception.message if what == "exception" else el.alert.body)[:200])
+            elif what == "slider":
+                out["sliders"][el.slider.label] = (el.slider.id, fm.delta.fragment_id, list(el.slider.default))
+
+
+def zoom_state(slider_id: str, lo: int, hi: int) -> object:
+    from streamlit.proto.Common_pb2 import DoubleArray
+    from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
+
+    ws = WidgetStates()
+    ws.widgets.append(WidgetState(id=slider_id, double_array_value=DoubleArray(data=[lo, hi])))
+    return ws
+
+
+async def measure(url: str, floor_url: str, text: str, layer: int) -> list[tuple[str, dict]]:
+    def q(**kw: str) -> str:
+        return urllib.parse.urlencode({"src": SMOL, "text": text, **kw})
+
+    rows: list[tuple[str, dict]] = []
+    ws, first = await session(floor_url, "")  # the floor: a bare page's redraw (its second run)
+    rows.append(("floor: bare Streamlit page, rerun", await one_run(ws, "")))
+    await ws.close()
+    t0 = time.perf_counter()
+    ws, first = await session(url, q(view="Heads", layer=str(layer), head="0"))
+    print(f"first Heads run (records the text if needed): {time.perf_counter() - t0:.1f} s, "
+          f"errors {first[0]['errors']}", flush=True)  # fmt: skip
+    again = await one_run(ws, q(view="Heads", layer=str(layer), head="0"))
+    rows.append((f"Heads, layer {layer} (grid, opened head, zoom, focus row)", again))
+    sliders = again["sliders"]  # this run's fragment: each full run makes it anew
+    rows_id = next((v for k, v in sliders.items() if k.startswith("Zoom: query rows")), None)
+    keys_id = next((v for k, v in sliders.items() if k.startswith("Zoom: key columns")), None)
+    if rows_id and keys_id:
+        both = zoom_state(rows_id[0], 6000, 6063)
+        both.widgets.append(zoom_state(keys_id[0], 6000, 6063).widgets[0])
+        try:
+            got = await one_run(ws, q(view="Heads", layer=str(layer), head="0"), both, rows_id[1], timeout=120)
+            rows.append(("zoom to queries 6,000-6,063 × keys 6,000-6,063 (its fragment)", got))
+        except TimeoutError:  # the fragment was not found: the same change as a whole page's rerun
+            ws = (await session(url, q(view="Heads", layer=str(layer), head="0")))[0]
+            got = await one_run(ws, q(view="Heads", layer=str(layer), head="0"), both)
+            rows.append(("zoom to queries 6,000-6,063 × keys 6,000-6,063 (whole page)", got))
+    await ws.close()
+    for name, query in [
+        (f"Heads, layer {layer - 1} (another layer)", q(view="Heads", layer=str(layer - 1), head="0")),
+        ("Overview (30 layers × 9 heads, pooled)", q(view="Overview")),
+    ]:
+        ws, got = await session(url, query)
+        rows.append((name + " (first draw)", got[0]))
+        rows.append((name + " (again)", await one_run(ws, query)))
+        await ws.close()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--layer", type=int, default=21)
+    ap.add_argument("--url", default="")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped: the servers it started are stopped too
+    text = gpl_text(args.tokens)
+    procs = []
+    try:
+        url = args.url
+        if not url:
+            proc, port = serve("app.py", {"MHA_VIZ_MAX_REQUEST_MB": os.environ.get("MHA_VIZ_MAX_REQUEST_MB", "8192")})
+            procs.append(proc)
+            url = f"ws://127.0.0.1:{port}/_stcore/stream"
+        fproc, fport = serve("benchmarks/floor_app.py", {})
+        procs.append(fproc)
+        rows = asyncio.run(measure(url, f"ws://127.0.0.1:{fport}/_stcore/stream", text, args.layer))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=30)
+    floor = rows[0][1]["seconds"]
+    print(f"\nSmolLM2, {args.tokens:,} tokens of the GPL-3, load average {os.getloadavg()[0]:.1f} (2 cores)")
+    print(f"{'view':<66} {'server s':>9} {'× floor':>8} {'MB':>7}  target  errors")
+    for name, r in rows:
+        ok = r["seconds"] <= 2.0 and r["bytes"] / MB <= 15
+        print(f"{name:<66} {r['seconds']:9.2f} {r['seconds'] / floor:8.1f} {r['bytes'] / MB:7.2f}  "
+              f"{'met' if ok else 'MISSED':>6}  {'; '.join(r['errors']) or '-'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
