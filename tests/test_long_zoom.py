@@ -96,8 +96,10 @@ def _exact_windows(lm: LoadedModel, rec: road.Recording, eager: tuple[torch.Tens
         np.testing.assert_allclose(zoom.layer_pooled(lm, rec, None, layer, Config(), 16, slice(2, 3)),
                                    block_means(want[2:3], 16), **TOL)  # fmt: skip
     full = np.stack([e[0].float().numpy() for e in eager])  # [L, H, n, n]: the pooled Overview
-    got, f = rows.pooled_patterns(lm, rec, None, Config(), 48)
+    told: list[tuple[int, int]] = []  # the Overview's progress bar: told after each layer
+    got, f = rows.pooled_patterns(lm, rec, None, Config(), 48, told=lambda done, total: told.append((done, total)))
     np.testing.assert_allclose(got, block_means(full, f), **TOL)
+    assert told == [(i + 1, L) for i in range(L)]
 
 
 def test_zoom_and_pooled_maps_equal_minilms_eager_weights(minilm: LoadedModel, monkeypatch) -> None:

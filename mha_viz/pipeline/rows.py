@@ -8,7 +8,7 @@ on the same recorded q, k, bias and mask). Only one chunk of rows of one layer i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -105,12 +105,14 @@ def focus_column(
     return np.stack(out)
 
 
-def recorded_tiles(lm: LoadedModel, rec: Recording, part: str, config: Config, f: int) -> np.ndarray | None:
+def recorded_tiles(
+    lm: LoadedModel, rec: Recording, part: str, config: Config, f: int, told: Callable[[int, int], None] | None = None
+) -> np.ndarray | None:
     """Every layer's weights as f×f block means, when they are what ``config`` would show (no what-if that changes
     the weights: re-split heads, an added causal mask, no scaling; float32 on the CPU; else None): kept during the
     recorded pass (Call.tiles: a short call's checked pattern, pooled as it was computed), or computed on demand from
     a long call's q, k and row statistics (Call.pooled_map; the caller caches the result).
-    Shapes: returns [L, H, m_q, m_k] float32."""
+    ``told(done, total)`` after each layer (a long text's maps take seconds a layer). Shapes: [L, H, m_q, m_k] f32."""
     calls = [rec.run.calls[(part, i)] for i in range(lm.n_layers(part))]
     if config.heads not in (None, int(calls[0].q.shape[1])) or config.causal or not config.scaled:
         return None
@@ -121,7 +123,12 @@ def recorded_tiles(lm: LoadedModel, rec: Recording, part: str, config: Config, f
     if not all(c.delta <= 1e-4 for c in calls):  # as layer_trace: a pattern that does not match is never shown
         bad = next(i for i, c in enumerate(calls) if not c.delta <= 1e-4)
         raise MhaVizError(f"mha-viz could not reproduce {lm.name}'s attention in {part} layer {bad}")
-    return np.stack([c.tiles if c.tiles is not None and c.tile_f == f else c.pooled_map(f) for c in calls])
+    out = []
+    for i, c in enumerate(calls):
+        out.append(c.tiles if c.tiles is not None and c.tile_f == f else c.pooled_map(f))  # [H, m_q, m_k]
+        if told is not None:
+            told(i + 1, len(calls))
+    return np.stack(out)
 
 
 def renormalised(p: np.ndarray, keep_k: np.ndarray | None) -> np.ndarray:
@@ -137,20 +144,21 @@ def renormalised(p: np.ndarray, keep_k: np.ndarray | None) -> np.ndarray:
 def pooled_patterns(
     lm: LoadedModel, rec: Recording, part: str | None, config: Config, max_cells: int, measure: str = "weight",
     keep: Sequence[int] | None = None, keep_k: Sequence[int] | None = None,
+    told: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, int]:  # fmt: skip
     """Every layer's pattern (restricted to the kept query rows ``keep`` and key columns ``keep_k`` and
     renormalised, as "hide special tokens" does; None keeps all) averaged over f×f blocks so each side has at
     most ``max_cells`` cells, computed a chunk of whole blocks of rows at a time. Equal to
-    block_means(all_patterns[..., keep, :][..., keep_k] renormalised, f). Shapes: returns ([L, H, m_q, m_k], f)."""
+    block_means(all_patterns[..., keep, :][..., keep_k] renormalised, f). ``told(done, total)`` after each layer.
+    Shapes: returns ([L, H, m_q, m_k], f)."""
     part = lm.part(part)
     call = rec.run.calls[(part, 0)]
     rows = np.arange(call.q.shape[-2]) if keep is None else np.asarray(keep, dtype=int)
     cols = None if keep_k is None else np.asarray(keep_k, dtype=int)
     n_k = int(call.k.shape[-2]) if cols is None else len(cols)
     f = pool_factor(len(rows), n_k, max_cells)
-    recorded = (
-        recorded_tiles(lm, rec, part, config, f) if keep is None and keep_k is None and measure == "weight" else None
-    )
+    plain = keep is None and keep_k is None and measure == "weight"
+    recorded = recorded_tiles(lm, rec, part, config, f, told) if plain else None
     if recorded is not None:
         return recorded, f
     h = int(call.q.shape[1]) if config.heads is None else int(config.heads)
@@ -164,4 +172,6 @@ def pooled_patterns(
             parts.append(block_means(p, f))
             del p  # not held while the next chunk's scores and pattern are computed (at 512 tokens: 12 MB less)
         out.append(np.concatenate(parts, axis=-2))
+        if told is not None:
+            told(layer + 1, lm.n_layers(part))
     return np.stack(out), f

@@ -7,6 +7,10 @@ whichever layer is shown."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import numpy as np
 
 from mha_viz.pipeline.road import Tokens
@@ -43,6 +47,20 @@ def _focus_column(sel: Selection, k: int, queries: tuple[int, ...] | None) -> np
     return rows.focus_column(model_of(sel.config), recording_of(sel), sel.part, sel.config, k, queries)
 
 
+_TOLD: ContextVar[Callable[[int, int], None] | None] = ContextVar("mha_viz_pooling_progress", default=None)
+
+
+@contextmanager
+def pooling_progress(told: Callable[[int, int], None]) -> Iterator[None]:
+    """get_pooled_patterns calls ``told(done, total)`` after each layer it computes inside the block (a cache hit:
+    never): a long text's pooled maps are computed on demand, seconds a layer."""
+    token = _TOLD.set(told)
+    try:
+        yield
+    finally:
+        _TOLD.reset(token)
+
+
 def get_pooled_patterns(
     sel: Selection, max_cells: int, measure: str = "weight", keep: tuple[int, ...] | None = None,
     keep_k: tuple[int, ...] | None = None,
@@ -65,7 +83,7 @@ def _pooled_patterns(
         f = pool_factor(p.shape[-2], p.shape[-1], max_cells)
         return block_means(p, f), f
     return rows.pooled_patterns(
-        model_of(sel.config), recording_of(sel), sel.part, sel.config, max_cells, measure, keep, keep_k
+        model_of(sel.config), recording_of(sel), sel.part, sel.config, max_cells, measure, keep, keep_k, _TOLD.get()
     )
 
 
