@@ -203,7 +203,7 @@ def test_the_page_pass_is_cut_at_the_deadline(minilm, monkeypatch) -> None:
     request's deadline with a notice (main ran it with no deadline; only the view after it was cut)."""
     from mha_viz.pipeline import budget
 
-    monkeypatch.setattr(budget, "check_time", lambda view, s, what=None: 0.0)
+    monkeypatch.setattr(budget, "check_time", lambda view, s, what=None, at_length=False: 0.0)
     monkeypatch.setattr(budget, "check_seconds", lambda need, what, s: 0.0, raising=False)  # the estimates let it in
     monkeypatch.setattr(budget, "max_request_s", lambda: 1e-9)  # and the deadline has passed at once
     text = FRESH + " and then flew"

@@ -216,7 +216,7 @@ def test_a_request_past_its_deadline_is_cut_with_a_notice(minilm, monkeypatch) -
     from mha_viz.ui.cache import recording_of
 
     recording_of(Selection(Config(), SENTENCE))
-    monkeypatch.setattr(budget, "check_time", lambda view, s, what=None: 0.0)  # the estimate lets it in
+    monkeypatch.setattr(budget, "check_time", lambda view, s, what=None, at_length=False: 0.0)  # let in
     monkeypatch.setattr(budget, "max_request_s", lambda: 1e-9)  # and the deadline has passed at once
     at = _page("Ablation", layer="0")
     assert not at.exception, [e.value for e in at.exception]
