@@ -12,7 +12,9 @@ Printed: seconds (wall, and the process's CPU seconds: the fairer figure on a sh
 process (the model included) and the peak above the loaded model (sampled every 10 ms), and the ratios record / floor
 (target <= 1.25), first / floor_layer (<= 1.25), record's peak (<= 2.5 GB), how many of the recording's calls ran
 fused (models/fused.py) and the load average. ``--device cuda``: the model and inputs on the GPU, torch.cuda.synchronize
-before each clock is read, the peak is torch.cuda.max_memory_allocated plus the process's peak RSS.
+before each clock is read, the peak is torch.cuda.max_memory_allocated plus the process's peak RSS. Every step's
+process first sets what the app, the CLI and the notebook set before torch loads (runtime.before_torch: threads,
+huge pages, big blocks handed back to the system when freed).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class Stop(Exception):
 
 
 def one(step: str, n: int, layer: int, device: str = "cpu") -> dict:
+    from mha_viz.runtime import before_torch
+
+    before_torch()  # as the app, the CLI and the notebook: huge pages, big blocks given back when freed (every step)
     import torch
 
     from mha_viz.config import Config

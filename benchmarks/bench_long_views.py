@@ -6,7 +6,9 @@ Starts `streamlit run app.py` (MHA_VIZ_MAX_REQUEST_MB=8192 unless set) and a ser
 uses the app server at --url (a text it already recorded is not recorded again). Each page run is a raw websocket
 client (tests/stream_client.py: what a browser sends): the time from the rerun sent to script_finished, and the bytes
 the server sent (every ForwardMsg: the page's payload). The zoom is the slider's change sent as that page's widget
-state inside the opened head's fragment (what the browser sends when the range moves). Targets: any view <= 2 s and
+state inside the opened head's fragment (what the browser sends when the range moves). After the recording, the
+time until every layer's pooled maps are ready (computed ahead in the server: ui/pool_ahead.py; its log line), then
+another layer's Heads and the Overview (their maps computed ahead: cache hits). Targets: any view <= 2 s and
 <= 15 MB; a zoom <= 2 s. Prints a table; the first run (the recording) is printed apart.
 """
 
@@ -42,11 +44,29 @@ def gpl_text(n_tokens: int) -> str:
     return tok.decode(ids)
 
 
+LOGGED = (
+    "import logging, sys; from streamlit.web.cli import main; log = logging.getLogger('mha_viz'); "
+    "log.setLevel(logging.INFO); log.addHandler(logging.StreamHandler()); sys.argv[0] = 'streamlit'; main()"
+)
+# streamlit run, with mha_viz's INFO lines in the server's log (pipeline/pool_ahead.py: when the maps ahead are ready)
+
+
+def ahead_ready(log: Path, timeout: float) -> str:
+    """Waits for the server's line that every layer's pooled maps are ready (computed ahead); returns it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if "pooled maps ahead" in ln]
+        if lines:
+            return lines[-1].strip()
+        time.sleep(0.5)
+    return f"not ready after {timeout:.0f} s"
+
+
 def serve(app: str, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
     from stream_client import _free_port, _healthy
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", app, "--server.headless", "true", "--server.port", str(port),
+    cmd = [sys.executable, "-c", LOGGED, "run", app, "--server.headless", "true", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]  # fmt: skip
     log = open(f"/tmp/bench_long_views_{port}.log", "wb")  # noqa: SIM115
@@ -110,7 +130,7 @@ def zoom_state(slider_id: str, lo: int, hi: int) -> object:
     return ws
 
 
-async def measure(url: str, floor_url: str, text: str, layer: int) -> list[tuple[str, dict]]:
+async def measure(url: str, floor_url: str, text: str, layer: int, log: Path | None) -> list[tuple[str, dict]]:
     def q(**kw: str) -> str:
         return urllib.parse.urlencode({"src": SMOL, "text": text, **kw})
 
@@ -122,6 +142,13 @@ async def measure(url: str, floor_url: str, text: str, layer: int) -> list[tuple
     ws, first = await session(url, q(view="Heads", layer=str(layer), head="0"))
     print(f"first Heads run (records the text if needed): {time.perf_counter() - t0:.1f} s, "
           f"errors {first[0]['errors']}", flush=True)  # fmt: skip
+    if log is not None:  # the next run starts the maps ahead (ui/pool_ahead.py); the recording's end is now
+        t_end = time.perf_counter()
+        again = await one_run(ws, q(view="Heads", layer=str(layer), head="0"))
+        rows.append((f"Heads, layer {layer}, the run that starts the maps ahead", again))
+        line = ahead_ready(log, 1800)
+        print(f"from the recording's end until every layer's maps are ready: {time.perf_counter() - t_end:.1f} s "
+              f"(server: {line})", flush=True)  # fmt: skip
     again = await one_run(ws, q(view="Heads", layer=str(layer), head="0"))
     rows.append((f"Heads, layer {layer} (grid, opened head, zoom, focus row)", again))
     sliders = again["sliders"]  # this run's fragment: each full run makes it anew
@@ -158,15 +185,17 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped: the servers it started are stopped too
     text = gpl_text(args.tokens)
     procs = []
+    log = None  # the server's log (a server started here): when the maps ahead are ready
     try:
         url = args.url
         if not url:
             proc, port = serve("app.py", {"MHA_VIZ_MAX_REQUEST_MB": os.environ.get("MHA_VIZ_MAX_REQUEST_MB", "8192")})
             procs.append(proc)
             url = f"ws://127.0.0.1:{port}/_stcore/stream"
+            log = Path(f"/tmp/bench_long_views_{port}.log")
         fproc, fport = serve("benchmarks/floor_app.py", {})
         procs.append(fproc)
-        rows = asyncio.run(measure(url, f"ws://127.0.0.1:{fport}/_stcore/stream", text, args.layer))
+        rows = asyncio.run(measure(url, f"ws://127.0.0.1:{fport}/_stcore/stream", text, args.layer, log))
     finally:
         for p in procs:
             p.terminate()

@@ -11,9 +11,10 @@ the page, the layer asked for named on the page (its text or a figure's title), 
 After one unmeasured client (the process's first pages), one client alone (--solo-reps times, one sentence each),
 then --clients at once. Printed per action: the server's own time for the run (its MHA_VIZ_TIMINGS "page" line:
 target p95 <= 1 s with 10 clients), the client's wait (send -> script_finished: the run plus its wait for the
-others on the same cores), p50 and p95, the ten clients' p95 against the one client's median; the server's CPU
-seconds per action (all its threads: a figure a busy machine changes far less than a wall time); the load
-average before and after.
+others on the same cores), p50 and p95, the ten clients' p95 against the one client's median, and the server's
+CPU seconds for the action of one client alone (its median, "CPU 1": ten opens at once under the GIL cost about ten
+times it); the server's CPU seconds per action in each phase (all its threads: a figure a busy machine changes far
+less than a wall time); the load average before and after.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Client:
     layers: set[str] = field(default_factory=set)  # the layers the last answer names ("layer 2", "Layer 2, head 0")
     ids: dict[str, str] = field(default_factory=dict)  # widget key -> id, from the page's elements
     waits: list[float] = field(default_factory=list)  # seconds per action, send -> script_finished
+    cpu: list[float] = field(default_factory=list)  # the server's CPU seconds per action (a client alone: pid given)
     errors: list[str] = field(default_factory=list)
 
 
@@ -100,11 +102,12 @@ def _rerun(client: Client, key: str | None, value: object) -> bytes:
     return msg.SerializeToString()
 
 
-async def run_client(url: str, client: Client) -> Client:
+async def run_client(url: str, client: Client, pid: int | None = None) -> Client:
     async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=120) as ws:
         client.query = urllib.parse.urlencode({"text": client.text})
         for name, key, value, expect in ACTIONS:
             client.layers.clear()
+            cpu0 = _cpu_s(pid) if pid is not None else 0.0
             t0 = time.perf_counter()
             await ws.send(_rerun(client, key, value))
             async with asyncio.timeout(READY_TIMEOUT_S):
@@ -117,6 +120,8 @@ async def run_client(url: str, client: Client) -> Client:
                     if msg.WhichOneof("type") == "script_finished":
                         break
             client.waits.append(time.perf_counter() - t0)
+            if pid is not None:
+                client.cpu.append(_cpu_s(pid) - cpu0)
             shown = dict(urllib.parse.parse_qsl(client.query))
             wrong = {k: shown.get(k) for k, v in expect.items() if shown.get(k) != v}
             if wrong:
@@ -189,7 +194,9 @@ def main() -> None:
         _wait_ready(server.port)
         warm = asyncio.run(_many(server.ws_url, [Client(say(99))]))  # the first page of the process: not counted
         cpu = [_cpu_s(server.proc.pid)]  # the server's CPU seconds (every thread) around each phase
-        solo = [asyncio.run(_many(server.ws_url, [Client(say(100 + i))]))[0] for i in range(args.solo_reps)]
+        solo = [
+            asyncio.run(run_client(server.ws_url, Client(say(100 + i)), server.proc.pid)) for i in range(args.solo_reps)
+        ]
         cpu.append(_cpu_s(server.proc.pid))
         many = asyncio.run(_many(server.ws_url, [Client(say(i)) for i in range(args.clients)]))
         cpu.append(_cpu_s(server.proc.pid))
@@ -200,7 +207,7 @@ def main() -> None:
     errors = [f"{c.text[:9]}: {e}" for c in warm + solo + many for e in c.errors]
     print(f"1 client alone ({args.solo_reps} reps) against {args.clients} clients at once, seconds per action:")
     print(f"  {'action':28s} {'server 1: p50':>13s} {'server N: p50   p95':>20s} {'p95/1':>6s}   "
-          f"{'wait 1: p50':>11s} {'wait N: p50   p95':>18s}")  # fmt: skip
+          f"{'wait 1: p50':>11s} {'wait N: p50   p95':>18s} {'CPU 1':>6s}")  # fmt: skip
     for i, (name, *_rest) in enumerate(ACTIONS):
         s1 = [t[i] for t in solo_s if len(t) > i]
         sn = [t[i] for t in many_s if len(t) > i]
@@ -209,9 +216,9 @@ def main() -> None:
         if not (s1 and sn and w1 and wn):
             print(f"  {name:28s} (missing: see the errors)")
             continue
-        one = statistics.median(s1)
+        one, cpu1 = statistics.median(s1), statistics.median(c.cpu[i] for c in solo if len(c.cpu) > i)
         print(f"  {name:28s} {one:13.3f} {statistics.median(sn):10.3f} {_p95(sn):8.3f} {_p95(sn) / one:6.1f}   "
-              f"{statistics.median(w1):11.3f} {statistics.median(wn):9.3f} {_p95(wn):8.3f}")  # fmt: skip
+              f"{statistics.median(w1):11.3f} {statistics.median(wn):9.3f} {_p95(wn):8.3f} {cpu1:6.3f}")  # fmt: skip
     all_n = [x for t in many_s for x in t]
     all_1 = [x for t in solo_s for x in t]
     if all_n and all_1:

@@ -57,6 +57,8 @@ PATCH_OUTPUT_BYTES = 2**28  # ... and at most this much of their logits (or hidd
 LENS_POSITIONS = 64  # the Next token view runs the logit lens on at most this many positions (the last ones)
 MAX_OV_SOURCES = 64  # distinct tokens of the text read through a head's OV circuit
 MAX_NOTEBOOK_RECORDINGS = 4  # recordings the notebook API keeps (a text per model and settings)
+GC_GROWTH_MB = 64  # the server collects garbage before a page run once its memory grew this much since the last
+# collection or its lowest since (ui/memo.collect_garbage: a full collection walks every cached figure, ~0.1 s)
 WINDOW_FROM = 256  # a pattern over more tokens than this is drawn a window of query rows at a time (Heads, Compare)
 WINDOW_ROWS = 128  # query rows per window (Heads, Compare, Step by step, the Lesson, Two sentences)
 TILE_BLOCK_CELLS = 2**24  # a long attention call runs a block of query rows with at most this many scores at a time
@@ -74,6 +76,9 @@ LONG_VIEW_FROM = 1024  # views at length (analysis/plans/long_views.py): beyond 
 # draw pooled exact maps and a zoom, never a whole [n, n]
 LONG_MAP_CELLS = 256  # ... the zoom's pooled map of the opened head: at most this many cells a side (8,192: 32×32)
 LONG_GRID_CELLS = 64  # ... the Heads grid's pooled maps: at most this many cells a side per head
+POOLED_KEEP_BYTES = 2**20  # ... a call keeps every head's pooled map up to this size (models/call.py)
+POOLED_KEEP_SIDES = 3  # ... and the maps of at most this many tile sides (the Overview's, the Heads grid's, one more)
+POOL_AHEAD_NICE = 19  # ... computed ahead after a long recording at this CPU priority (19: the lowest; ui/pool_ahead)
 ZOOM_SIDE = 64  # ... the default zoom window: this many queries × keys around the focus token
 MAX_ZOOM_SIDE = 256  # ... a zoom window's most queries (and keys) a side: exact weights with a label each
 AUTO_SCAN_TOKENS = 96  # a per-head scan (Head importance, Patching) starts by itself on texts up to this many tokens

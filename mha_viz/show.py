@@ -22,9 +22,10 @@ text's pass is not spent faulting in 4 KB pages); a notebook that imported torch
 # ruff: noqa: E402 (huge pages are asked for before the imports below load torch)
 from __future__ import annotations
 
-from mha_viz.runtime.allocator import huge_pages
+from mha_viz.runtime.allocator import huge_pages, tune_allocator
 
 huge_pages()
+tune_allocator()  # big blocks go back to the system when freed (a long recording's freed heap otherwise stays)
 
 from collections import OrderedDict
 from collections.abc import Sequence

@@ -16,6 +16,8 @@ import math
 
 import torch
 
+from mha_viz.tile_pool import pooled_maps
+
 
 def query_blocks(n_q: int, n_heads: int, n_k: int, cells: int) -> list[slice]:
     """Blocks of query rows with at most ``cells`` scores each (h × rows × keys; at least one row)."""
@@ -37,9 +39,10 @@ def key_span(allowed: torch.Tensor | None, n_k: int) -> tuple[int, int]:
     all of them). Shapes: allowed [b|1, h|1, rows|1, n_k] bool or None."""
     if allowed is None:
         return 0, n_k
-    if not bool(allowed.any(-1).all()):  # a row (of any text and head) that sees no key
+    u = allowed.view(torch.uint8)  # reduced as bytes: a bool reduction is ~20× slower
+    if int(u.amax(-1).amin()) == 0:  # a row (of any text and head) that sees no key
         return 0, n_k
-    cols = allowed.reshape(-1, allowed.shape[-1]).any(0).nonzero()
+    cols = u.amax(dim=tuple(range(u.dim() - 1))).nonzero()
     return int(cols[0]), int(cols[-1]) + 1
 
 
@@ -112,64 +115,15 @@ def dead_rows(allowed: torch.Tensor) -> torch.Tensor:
 
 def pooled(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, f: int, scale: float, softcap: float | None,
-    add: torch.Tensor | None, allowed: torch.Tensor | None, sink: bool = False, cells: int = 2**23,
+    add: torch.Tensor | None, allowed: torch.Tensor | None, sink: bool = False, cells: int = 2**22,
 ) -> torch.Tensor:  # fmt: skip
     """Batch item 0's weights exp(s − lse) averaged over f×f tiles (the last tile on each side may be partial: it
-    averages the cells it has), computed on demand from q, k and the rows' log-sum-exp, a block of whole tiles of rows
-    at a time (at most ``cells`` scores), each block on the keys its rows may see (key_span: a causal block's keys up
-    to its last row; the others' weights are exactly 0), in q's precision (float32, or float64), one matmul per K head
-    (the K heads never repeated; without soft-cap the log-sum-exp is folded in: [q · scale, −lse] · [k, 1]ᵀ). A row
-    that may see no key gets the eager softmax's 1 / n_k on every key (0 with a learned sink).
+    averages the cells it has), computed on demand from q, k and the rows' log-sum-exp, a block of at most ``cells``
+    scores at a time on the keys its rows may see (tile_pool.pooled_maps: several tile sides in one pass). A row that
+    may see no key gets the eager softmax's 1 / n_k on every key (0 with a learned sink).
     Shapes: q [b, h, n, d], k [b, kv, n_k, d], lse [b, h, n], add and allowed [b|1, h|1, n|1, n_k] or None; returns
     [h, ceil(n/f), ceil(n_k/f)] float32."""
-    h, n = int(q.shape[1]), int(q.shape[-2])
-    kv, n_k = int(k.shape[1]), int(k.shape[-2])
-    g = h // kv
-    dt = torch.float64 if q.dtype == torch.float64 else torch.float32
-    fold = softcap is None
-    q1 = q[0].to(dt) * scale  # [h, n, d]
-    k1 = k[0].to(dt)  # [kv, n_k, d]
-    if fold:
-        q1 = torch.cat([q1, -lse[0].to(dt).unsqueeze(-1)], -1)  # [h, n, d + 1]
-        k1 = torch.cat([k1, torch.ones(kv, n_k, 1, dtype=dt, device=k.device)], -1)  # [kv, n_k, d + 1]
-    out = torch.zeros(h, -(-n // f), -(-n_k // f))
-    rows = max(f, cells // max(1, h * n_k) // f * f)
-    for r0 in range(0, n, rows):
-        sl = slice(r0, min(n, r0 + rows))
-        r = sl.stop - r0
-        ok = None if allowed is None else _rows(allowed, sl)[0]  # [h|1, r|1, n_k]
-        lo, hi = key_span(ok, n_k)
-        lo, hi = lo // f * f, min(n_k, -(-hi // f) * f)  # whole tiles of keys
-        s = torch.bmm(q1[:, sl].reshape(kv, g * r, -1), k1[:, lo:hi].transpose(1, 2)).view(h, r, hi - lo)
-        if not fold:
-            s.div_(softcap).tanh_().mul_(softcap).sub_(lse[0, :, sl].to(dt).unsqueeze(-1))
-        if add is not None:
-            s.add_(_rows(add, sl)[0][..., lo:hi].to(dt))
-        if ok is not None:
-            s.masked_fill_(~ok[..., lo:hi], -math.inf)
-        w = s.exp_()
-        if ok is not None and bool(dead_rows(ok).any()):  # key_span kept every key: the eager softmax's rows
-            w = torch.where(dead_rows(ok).unsqueeze(-1), 0.0 if sink else 1.0 / n_k, w)
-        out[:, r0 // f : -(-sl.stop // f), lo // f : -(-hi // f)] = tile_means(w, f, n_k - lo).cpu()
-    return out
-
-
-def tile_means(w: torch.Tensor, f: int, width: int | None = None) -> torch.Tensor:
-    """The last two axes averaged over f×f tiles (partial last tiles average the cells they have), summed in float32
-    (float64 for float64 input). ``width``: the keys' whole count from the first column on when ``w`` holds only
-    some (a tile past w's last column but inside ``width`` counts its missing cells as zeros).
-    Shapes: [..., r, c] -> [..., ceil(r/f), ceil(c/f)] float32."""
-    r, c = w.shape[-2:]
-    full = c if width is None else width
-    mr, mc = -(-r // f), -(-c // f)
-    dt = torch.float64 if w.dtype == torch.float64 else torch.float32
-    padded = w.to(dt)
-    if (mr * f, mc * f) != (r, c):
-        padded = torch.nn.functional.pad(padded, (0, mc * f - c, 0, mr * f - r))
-    sums = padded.reshape(*w.shape[:-2], mr * f, mc, f).sum(-1).reshape(*w.shape[:-2], mr, f, mc).sum(-2)
-    rows = torch.clamp(r - torch.arange(0, r, f, device=w.device), max=f).to(dt)
-    cols = torch.clamp(full - torch.arange(0, mc * f, f, device=w.device), max=f).to(dt)
-    return (sums / torch.outer(rows, cols)).float()
+    return pooled_maps(q, k, lse, (f,), scale, softcap, add, allowed, sink, cells)[0]
 
 
 def _rows(t: torch.Tensor | None, sl: slice) -> torch.Tensor | None:

@@ -23,8 +23,16 @@ unset PYTHONDONTWRITEBYTECODE
 "$venv/bin/ruff" format --check .
 if [ "$fast" = 1 ]; then
   set +e
-  # one worker per core, at most 4 (each holds its own models); the whole suite below stays in one process
-  "$venv/bin/python" -m pytest -m "unit or model" -n auto --maxprocesses=4 "$@"
+  # one worker per core, at most 4 (each holds its own models), each with torch and BLAS on its share of the cores
+  # (as below); --dist worksteal: each worker starts on its own half of the tests in file order (a file's fixtures
+  # built in one worker, not both as with --dist load) and an idle worker takes half of the other's remaining tests;
+  # tests/e2e (all e2e by tests/tiers.py) is not even collected: its conftest imports Playwright in every worker
+  cores="$(nproc 2>/dev/null || echo 1)"
+  per_worker=$((cores / (cores < 4 ? cores : 4)))
+  per_worker=$((per_worker > 0 ? per_worker : 1))
+  OMP_NUM_THREADS="${OMP_NUM_THREADS:-$per_worker}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$per_worker}" \
+    OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$per_worker}" \
+    "$venv/bin/python" -m pytest -m "unit or model" -n auto --maxprocesses=4 --dist worksteal --ignore=tests/e2e "$@"
   code=$?
   set -e
   echo "fast tiers: $SECONDS s (lint, then pytest -m \"unit or model\")"

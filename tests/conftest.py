@@ -69,6 +69,24 @@ def smollm2():
     return load_model("smollm2")
 
 
+@pytest.fixture
+def loaded_once(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model loads of the CLI, show and the studies run in-process (all go through pipeline.road.load) answered,
+    for the bundled MiniLM and SmolLM2 on the CPU, by this worker's ``minilm``/``smollm2`` session fixtures, as the
+    dashboard's cache answers a second visitor: a command then costs its own work, not a second load (MiniLM
+    ~0.3 s, SmolLM2 ~3 s each). Any other name, device or placement loads for real. For tests about what a command
+    does with a model, not about loading it (tests/test_models.py, test_fast_load.py, test_offload.py load)."""
+    from mha_viz.pipeline import road
+
+    real, shared = road.load_model, {(None, "cpu"): "minilm", ("smollm2", "cpu"): "smollm2"}
+
+    def load_model(name: str | None = None, device: str | torch.device = "cpu"):
+        fixture = shared.get((name, str(device)))
+        return request.getfixturevalue(fixture) if fixture else real(name, device)
+
+    monkeypatch.setattr(road, "load_model", load_model)
+
+
 @pytest.fixture(scope="session")
 def xavier_512() -> AttentionWeights:
     return init_weights(512, 8, seed=0)

@@ -19,6 +19,9 @@ from mha_viz.own import init_weights, save_weights
 from mha_viz.pipeline.road import encode, layer_weights, record
 from mha_viz.trace import AttentionWeights
 
+# in-process commands take the worker's MiniLM (conftest.loaded_once); test_real_process_exit_codes and the process
+# tests below load in their own process
+pytestmark = pytest.mark.usefixtures("loaded_once")
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE_HEADER = "Models that run here with no network (offline here):"
 FULL = ("x", "q", "k", "v", "scores", "z", "concat", "head_out", "output", "W_Q", "W_K", "W_V", "W_O")

@@ -19,6 +19,8 @@ from mha_viz.pipeline.road import record
 from mha_viz.studies import corpus
 from mha_viz.studies.sweeps import all_patterns, roles_table
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 TEXTS = [SENTENCE, "The cat sat on the mat and the cat slept", "She gave him the book because he had asked for it",
          "humpty dumpty sat on the wall", "A dog, a cat; and a bird."]  # fmt: skip
 

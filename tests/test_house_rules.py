@@ -6,6 +6,7 @@ and figures/ beside the road and runtime/ under everything); nothing imports cli
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from pathlib import Path
 
@@ -25,9 +26,25 @@ def _type_checking(node: ast.If) -> bool:
     return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
+@functools.cache
+def _tree(source: str) -> ast.Module:
+    """One parse per source text, shared by every rule below (each reads the whole package: ~1 s a test unshared).
+    Keyed by the text, so a file written again (the rule tests' own files) is parsed again; never mutated."""
+    return ast.parse(source)
+
+
+def parse(path: Path) -> ast.Module:
+    return _tree(path.read_text(encoding="utf-8"))
+
+
 def imports(path: Path, top_level_only: bool = False) -> set[str]:
     """Modules ``path`` imports (``from a import b``: a and a.b), leaving out `if TYPE_CHECKING:` blocks; with
     ``top_level_only`` also the imports inside functions (they run later, so they cannot make a cycle)."""
+    return set(_imports(path.read_text(encoding="utf-8"), top_level_only))
+
+
+@functools.cache
+def _imports(source: str, top_level_only: bool) -> frozenset[str]:
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -43,12 +60,13 @@ def imports(path: Path, top_level_only: bool = False) -> set[str]:
                 found.update(f"{child.module}.{a.name}" for a in child.names)
             visit(child)
 
-    visit(ast.parse(path.read_text(encoding="utf-8")))
-    return found
+    visit(_tree(source))
+    return frozenset(found)
 
 
 MODULES = {_module(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-ENGINE = {"trace", "config", "selection", "errors", "attention", "edits", "own", "own_variants", "pooling", "tiles"}
+ENGINE = {"trace", "config", "selection", "errors", "attention", "edits", "own", "own_variants", "pooling", "tiles",
+          "tile_pool"}  # fmt: skip
 BELOW = {  # what each layer may import from the package, besides itself
     "engine": {"engine"},
     "runtime": {"engine"},
@@ -159,7 +177,7 @@ def models_imports(path: Path) -> set[tuple[str, str]]:
                     found.update((child.module, a.name) for a in child.names)
             visit(child)
 
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    visit(parse(path))
     return found
 
 
@@ -206,7 +224,7 @@ def test_the_door_rule_catches_a_study_calling_run_model(tmp_path: Path) -> None
 def _constants(path: Path) -> dict[str, ast.expr]:
     """A module's own ALL_CAPS names bound at its top level (``A = 1``, ``A, B = 1, 2``), with their values."""
     found: dict[str, ast.expr] = {}
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parse(path).body:
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 pairs = (
@@ -298,7 +316,7 @@ def test_view_functions_are_short() -> None:
     function in analysis/ chose), but those LONG_VIEW_FUNCTIONS names with its reason."""
     long = {}
     for m, p in _view_modules().items():
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(p)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{m.removeprefix(VIEWS)}:{node.name}"
                 size = node.end_lineno - node.lineno + 1  # type: ignore[operator]

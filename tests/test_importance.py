@@ -10,6 +10,8 @@ from conftest import SENTENCE, _tiny_tokenizer
 from mha_viz.models.load import prepare
 from mha_viz.studies import importance as im
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 
 def _tiny(model_type: str, boost: tuple[int, int] | None):
     """A tiny random model (our own copy); with ``boost`` = (layer, head), every other head's W^O block is zeroed,

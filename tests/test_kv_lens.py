@@ -12,17 +12,18 @@ import torch
 from conftest import _tiny_tokenizer
 from mha_viz.config import MATCH_TOL
 from mha_viz.models.interventions import CacheMask, KeyMask
-from mha_viz.models.load import load_model, prepare
+from mha_viz.models.load import prepare
 from mha_viz.studies import kv_lens
 from mha_viz.trace import MhaVizError
+
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
 
 TEXT = "Alice gave the key to Bob because Bob had lost his own key. Later Bob opened the door with the key"
 
 
 @pytest.fixture(scope="module")
-def smol():
-    lm = load_model("smollm2")
-    return lm, kv_lens.prefill(lm, TEXT)
+def smol(smollm2):
+    return smollm2, kv_lens.prefill(smollm2, TEXT)
 
 
 def test_a_whole_budget_changes_nothing(smol) -> None:

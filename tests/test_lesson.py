@@ -18,6 +18,8 @@ from mha_viz.pipeline.road import layer_input, layer_trace, layer_weights, recor
 from mha_viz.studies.claims import identity_equivalence, loop_vs_batched
 from mha_viz.ui.sidebar import VIEWS
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 STEP_TITLES = ("Step 1.", "Step 2.", "Step 3.", "Step 4.", "Step 5.", "Step 6.", "Step 7.")
 
 

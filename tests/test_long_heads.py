@@ -19,6 +19,8 @@ from mha_viz.pooling import block_means, pool_factor
 from mha_viz.studies.long_heads import layer_shares
 from zoo import eager_pass
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 TOL = 1e-5
 
 

@@ -14,6 +14,8 @@ from mha_viz.models.tokens import cut_notice, tokenize
 from mha_viz.pipeline.road import encode, layer_trace, record
 from mha_viz.ui.sidebar import VIEWS
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 
 def test_cut_to_the_limit_with_what_was_dropped(minilm: LoadedModel) -> None:
     text = over_limit(minilm, 100)

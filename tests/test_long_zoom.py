@@ -109,9 +109,12 @@ def test_zoom_and_pooled_maps_equal_minilms_eager_weights(minilm: LoadedModel, m
 
 
 def test_zoom_and_pooled_maps_equal_smollm2s_eager_weights(smollm2: LoadedModel, monkeypatch) -> None:
-    text = smollm2.tokenizer.decode(smollm2.tokenizer(long_text(45))["input_ids"][:600])
+    # 200 tokens: 9 heads × 200² scores go in blocks of ~36 query rows (the lowered TILE_BLOCK_CELLS), tiles of 32 and
+    # 7 end partial, as at 600 tokens (length is not what is checked here; test_tiles.py checks 1,024 tokens)
+    text = smollm2.tokenizer.decode(smollm2.tokenizer(long_text(15))["input_ids"][:200])
     rec = _tiled_recording(smollm2, text, monkeypatch)
-    assert 590 <= len(rec.tokens.ids) <= 610
+    n = len(rec.tokens.ids)
+    assert 190 <= n <= 210 and smollm2.n_heads * n * n > 4 * 2**16  # several blocks a layer
     eager = eager_pass(smollm2, torch.tensor([rec.tokens.ids])).attentions
     assert float(eager[0][0, 0, 3, 10]) == 0.0  # causal: the zoom's upper triangle is exactly 0 too
     _exact_windows(smollm2, rec, eager)

@@ -231,9 +231,10 @@ def test_gqa_decoder_from_folder(llama_dir: str) -> None:
         traces(Config(model=llama_dir, heads=2), SENTENCE, layers=[1], lm=lm)
 
 
-def test_smollm2_offline_decoder_reproduced() -> None:
-    """The second bundled model, part of the default install: every layer reproduced."""
-    lm = load_model("smollm2")
+def test_smollm2_offline_decoder_reproduced(smollm2) -> None:
+    """The second bundled model, part of the default install (the fixture: load_model("smollm2"), offline): every
+    layer reproduced."""
+    lm = smollm2
     assert (lm.n_layers(), lm.n_heads, lm.n_kv_heads, lm.d_model) == (30, 9, 3, 576)
     rec = record(lm, SENTENCE)
     for layer in range(30):

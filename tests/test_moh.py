@@ -17,6 +17,8 @@ from mha_viz.models.load import prepare
 from mha_viz.pipeline import Ablate, HeadMask
 from mha_viz.studies import moh
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 TEXT = "The animal was tired because it ran"
 
 

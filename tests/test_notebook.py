@@ -19,11 +19,25 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 SCRIPT_SRC = re.compile(r"<script[^>]*\bsrc=", re.IGNORECASE)
 
 
+# Cells run after the example notebook in the same kernel (one kernel start, one torch import and model load for
+# the module): the example's own outputs are made first, as in a fresh kernel.
+SHOW_TEXT = "The animal didn't cross the street because it was too tired"
+SHOW_CELLS = [
+    "from mha_viz import show",
+    f"show.steps({SHOW_TEXT!r}, layer=3, head=1)",
+    f"show.overview({SHOW_TEXT!r})",
+    f"steps = show.steps({SHOW_TEXT!r}, layer=3, head=1)\nprint(len(steps), len(repr(steps)))\nsteps[:2]",
+]
+
+
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
+def kernel_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[nbformat.NotebookNode, nbformat.NotebookNode]:
     """The notebook run as the README says: by the venv's kernel, in a folder outside the checkout, with no
-    PYTHONPATH (scripts/setup.sh installs the checkout into the venv, so `import mha_viz` works anywhere)."""
+    PYTHONPATH (scripts/setup.sh installs the checkout into the venv, so `import mha_viz` works anywhere); then, in
+    the same kernel, SHOW_CELLS. Returns (the example notebook executed, SHOW_CELLS executed)."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    example = len(nb.cells)
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in SHOW_CELLS]
     old = os.environ.pop("PYTHONPATH", None)  # the kernel inherits this process's environment
     try:
         client = nbclient.NotebookClient(
@@ -34,7 +48,15 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> nbformat.NotebookNode:
     finally:
         if old is not None:
             os.environ["PYTHONPATH"] = old
-    return nb
+    shown = nbformat.v4.new_notebook(cells=nb.cells[example:])
+    nb.cells = nb.cells[:example]
+    return nb, shown
+
+
+@pytest.fixture(scope="module")
+def executed(kernel_run) -> nbformat.NotebookNode:
+    """The example notebook, executed (see kernel_run)."""
+    return kernel_run[0]
 
 
 def test_the_venv_has_the_package_outside_the_checkout(tmp_path: Path) -> None:
@@ -107,27 +129,10 @@ def test_plotly_js_is_in_the_notebook_once(executed):
     assert not any(SCRIPT_SRC.search(h) for h in every)
 
 
-def _run_cells(sources: list[str], where: Path) -> nbformat.NotebookNode:
-    """A notebook of ``sources`` executed by the venv's kernel (a real Jupyter kernel, as a user runs it)."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(where)}}
-    ).execute()
-    return nb
-
-
-def test_every_show_result_ending_a_cell_is_drawn_as_figures(tmp_path: Path) -> None:
+def test_every_show_result_ending_a_cell_is_drawn_as_figures(kernel_run) -> None:
     """Issue 35 §3.1: `show.steps(...)` as a cell's last line printed a 26,589-character list repr, not figures."""
-    text = "The animal didn't cross the street because it was too tired"
-    nb = _run_cells(
-        [
-            "from mha_viz import show",
-            f"show.steps({text!r}, layer=3, head=1)",
-            f"show.overview({text!r})",
-            f"steps = show.steps({text!r}, layer=3, head=1)\nprint(len(steps), len(repr(steps)))\nsteps[:2]",
-        ],
-        tmp_path,
-    )
+    nb = kernel_run[1]
+    assert [c.source for c in nb.cells] == SHOW_CELLS
     n, repr_chars = (int(x) for x in stdout(nb.cells[3].outputs).split())
     assert n >= 7 and repr_chars < 500  # every step, and a one-line repr
     for cell, figures in ((nb.cells[1], n), (nb.cells[2], 1), (nb.cells[3], 2)):

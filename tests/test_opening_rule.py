@@ -22,6 +22,8 @@ from mha_viz.selection import Selection
 from mha_viz.ui.found import found_head
 from tests.conftest import SENTENCE
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 
 def _reference(model: str) -> tuple[int, int]:
     """specific_head over every layer's whole pattern, from the pipeline (not through the app, show or the CLI)."""

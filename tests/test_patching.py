@@ -17,6 +17,8 @@ from mha_viz.models.load import prepare as prepare_model
 from mha_viz.pipeline import estimates
 from mha_viz.studies import patching as pt
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 CLEAN, CORRUPT = "The animal was tired", "The tired was animal"  # 4 tokens each in the tiny tokenizer
 ANSWER, WRONG = " animal", " tired"
 TIRED, WIDE = SENTENCE, SENTENCE.replace("tired", "wide")

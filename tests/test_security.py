@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 
@@ -174,6 +175,7 @@ def test_remote_code_is_never_trusted() -> None:
 # --- hostile own-weights uploads: the reader raises MhaVizError (one line) or returns weights --------------
 
 
+@functools.cache  # the fuzz tests start from it hundreds of times; bytes are immutable
 def _valid_file(d_model: int = 8, n_heads: int = 2) -> bytes:
     from mha_viz.own import init_weights, save_weights
 

@@ -15,6 +15,8 @@ from mha_viz.pipeline.road import layer_of, record, trace_at
 from mha_viz.selection import Selection
 from mha_viz.trace import MhaVizError
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 
 def test_a_selection_is_frozen_hashable_and_one_key() -> None:
     a = Selection(Config(heads=4), SENTENCE, "", "encoder", 2)

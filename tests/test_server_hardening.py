@@ -30,9 +30,12 @@ LONG_TEXT = "+".join(["the animal did not cross the street because it was too ti
 # --- §2.1: a client cannot drop the shared models; a dropped model is freed ------------------------------------
 def test_a_script_cannot_make_the_server_reload_its_models(tmp_path: Path) -> None:
     """A raw client sends Streamlit's clear_cache before each page: the server neither drops SmolLM2 nor grows
-    (main: each cycle reloaded it and kept the old one frozen, +520 MB per cycle)."""
+    (main: each cycle reloaded it and kept the old one frozen, +520 MB per cycle). The server is a fresh one, so it
+    first gets the 8 first pages at once of test_eight_concurrent_first_pages_after_a_start (the start race a
+    second time, without a start of its own)."""
     query = f"{SMOLLM2}&text=the+cat+sat&view=Heads"
     with serve(tmp_path) as server:
+        _check_first_pages(run_async(_all_at_once(server.ws_url)))
         run_async(run_page(server.ws_url, ""))  # the bundled model first (the preload's)
         first = run_async(run_page(server.ws_url, query))
         assert first.finished and not first.errors, first.errors
@@ -79,20 +82,24 @@ FIRST_PAGES = ("view=W%5EO", "view=Heads", "view=Overview", "view=Lesson", "view
                "view=Step+by+step", f"{SMOLLM2}&view=Next+token&text=the+cat+sat")  # fmt: skip
 
 
-@pytest.mark.parametrize("start", [1, 2])
-def test_eight_concurrent_first_pages_after_a_start(tmp_path: Path, start: int) -> None:
-    """Started afresh, the server gets 8 pages at once (SmolLM2 among them, while the preload loads MiniLM): all
-    render without error (main: "partially initialized module 'pandas' has no attribute 'Series'", and
-    "module 'transformers' has no attribute 'AutoConfig'" for the second model)."""
+async def _all_at_once(url: str) -> list:
+    return await asyncio.gather(*(run_page(url, q) for q in FIRST_PAGES))
 
-    async def all_at_once(url: str) -> list:
-        return await asyncio.gather(*(run_page(url, q) for q in FIRST_PAGES))
 
-    with serve(tmp_path) as server:
-        pages = run_async(all_at_once(server.ws_url))
+def _check_first_pages(pages: list) -> None:
     for query, page in zip(FIRST_PAGES, pages, strict=True):
         assert page.finished and not page.errors, (query, page.errors)
         assert page.elements > 10, query
+
+
+def test_eight_concurrent_first_pages_after_a_start(tmp_path: Path) -> None:
+    """Started afresh, the server gets 8 pages at once (SmolLM2 among them, while the preload loads MiniLM): all
+    render without error (main: "partially initialized module 'pandas' has no attribute 'Series'", and
+    "module 'transformers' has no attribute 'AutoConfig'" for the second model). A second fresh start gets the same
+    8 pages in test_a_script_cannot_make_the_server_reload_its_models."""
+    with serve(tmp_path) as server:
+        pages = run_async(_all_at_once(server.ws_url))
+    _check_first_pages(pages)
 
 
 # --- §2.3: sessions per client, clients that never read ----------------------------------------------------------

@@ -2,7 +2,7 @@
 has loaded the model; Streamlit's /_stcore/health says ok before that. Checked with the probe that Docker's
 HEALTHCHECK runs (the Dockerfile's own command) and with HAProxy on deploy/haproxy.cfg, which sends no visitor to the
 replica before it is ready; then the first page run (a protocol-level client, as a browser's first visit) draws a
-heatmap."""
+heatmap. The same start shows that the model is loaded before any visit and that the server stops cleanly."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -123,6 +124,9 @@ def test_ready_only_after_the_preload_then_the_first_page_draws_a_heatmap(tmp_pa
             assert timings.exists(), "/ready said ok before the preload had loaded the model"
             loaded = [json.loads(x) for x in timings.read_text().splitlines() if json.loads(x)["kind"] == "preload"]
             assert len(loaded) == 1, timings.read_text()
+            # the model is loaded although no page was ever asked for (what was test_server_start's own start)
+            assert [json.loads(x)["kind"] for x in timings.read_text().splitlines()] == ["preload"]
+            assert "missing ScriptRunContext" not in server.log_text()  # the preload's own use of the cache
             model_ready = loaded[0]["at"]  # unix time the preload's model load ended
             waiting = [s for s in seen if s[2] != 200]
             assert waiting, "never saw /ready say 503 while the preload ran"
@@ -140,6 +144,8 @@ def test_ready_only_after_the_preload_then_the_first_page_draws_a_heatmap(tmp_pa
         traces, errors = run_async(_first_page(server.ws_url))
         assert not errors, errors
         assert "heatmap" in traces, traces
+    # Streamlit's st.App server shuts down on SIGTERM, then lets it end the process (serve() kills it after 30 s)
+    assert server.proc.returncode in (0, -signal.SIGTERM), server.log_text()[-2000:]
 
 
 def test_ready_is_health_when_the_preload_is_off(monkeypatch: pytest.MonkeyPatch) -> None:

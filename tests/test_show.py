@@ -17,6 +17,8 @@ from mha_viz.pipeline.road import traces
 from mha_viz.trace import MhaVizError
 from tests.conftest import SENTENCE
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 LAYER, HEAD = 5, 11
 PLOTLY_JS_HEADER = re.compile(r"\* plotly\.js v\d")  # the banner at the top of every inlined plotly.js
 

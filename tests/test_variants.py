@@ -20,6 +20,8 @@ from mha_viz.pipeline.door import run as door_run
 from mha_viz.studies import collab, importance, moh
 from mha_viz.studies import variants as va
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 TEXT = "The animal was tired"
 
 

@@ -13,6 +13,8 @@ from mha_viz.analysis.why_plan import csv_rows
 from mha_viz.cli.main import main
 from mha_viz.studies.why import LINEARISATION, why
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 
 def test_cli_show_and_study_agree(tmp_path, capsys, minilm) -> None:
     out = tmp_path / "why.csv"

@@ -21,6 +21,8 @@ from mha_viz.own import random_embeddings
 from mha_viz.pipeline.own_road import own_trace
 from mha_viz.trace import MhaVizError
 
+pytestmark = pytest.mark.usefixtures("loaded_once")  # in-process commands and studies take the worker's models
+
 ROOT = Path(__file__).resolve().parents[1]
 HUMPTY = "humpty dumpty sat on"
 WORDS = Config(model="own", d_model=512, n_heads=8, seed=0, tokens="words")

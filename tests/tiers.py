@@ -65,10 +65,23 @@ def _codes(code: types.CodeType) -> list[types.CodeType]:
     return out
 
 
+_KNOWN: dict[tuple[str, int, tuple[str, ...]], tuple[Any, bool]] = {}  # a whole walk's answer, with its object
+
+
+def _known(kind: str, obj: Any, prefixes: tuple[str, ...], walk: Any) -> bool:
+    """``walk()``'s answer for ``obj``, walked once per collection (a fixture, a parametrized test or a module is
+    asked for each of its tests: ~70 % of the tier rule's time); the object is kept, so its id is not reused."""
+    known = _KNOWN.get((kind, id(obj), prefixes))
+    if known is None or known[0] is not obj:
+        known = _KNOWN[(kind, id(obj), prefixes)] = (obj, walk())
+    return known[1]
+
+
 def refers_to(obj: Any, prefixes: tuple[str, ...], seen: set[int] | None = None) -> bool:
     """Whether a function (or a test module's own helper it calls, transitively) imports or uses a module named
     by ``prefixes``: a local ``import``, a global module or a global object defined in such a module."""
-    seen = set() if seen is None else seen
+    if seen is None:  # a whole walk: its answer depends only on the object and the prefixes
+        return _known("refers", obj, prefixes, lambda: refers_to(obj, prefixes, set()))
     try:  # a method's function; a decorated helper's own code (contextlib.contextmanager, functools.wraps)
         func = inspect.unwrap(getattr(obj, "__func__", obj))
     except ValueError:
@@ -104,6 +117,10 @@ def refers_to(obj: Any, prefixes: tuple[str, ...], seen: set[int] | None = None)
 
 def module_refers_to(module: types.ModuleType, prefixes: tuple[str, ...]) -> bool:
     """Whether a module itself imports such a module (or an object from one) at its top level."""
+    return _known("module", module, prefixes, lambda: _module_refers_to(module, prefixes))
+
+
+def _module_refers_to(module: types.ModuleType, prefixes: tuple[str, ...]) -> bool:
     for value in vars(module).values():
         name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
         if isinstance(name, str) and _matches(name, prefixes):

@@ -3,12 +3,14 @@ reads (the self-check, the road, the long-text rows, the architecture probes).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from mha_viz.tiles import allowed_of, pooled, row_lse
+from mha_viz.config import POOLED_KEEP_BYTES, POOLED_KEEP_SIDES
+from mha_viz.tiles import allowed_of, pooled_maps, row_lse
 
 
 @dataclass(eq=False)
@@ -54,12 +56,25 @@ class Call:
     row_max: torch.Tensor | None = None  # None for a fused call (models/fused.py: the kernel gives the lse alone)
     row_lse: torch.Tensor | None = None
     fused: bool = False  # computed in one fused flash-attention kernel (models/fused.py), checked against eager
+    # every head's pooled exact maps computed so far, by tile side f (pooled_maps: a view's, or ui/pool_ahead.py's
+    # in the background after a long recording): [n_heads, ceil(q_pos/f), ceil(k_pos/f)] float32, each at most
+    # POOLED_KEEP_BYTES, the last POOLED_KEEP_SIDES sides
+    pooled: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     def pooled_map(self, f: int, heads: slice = slice(None)) -> np.ndarray:
         """Batch item 0's weights of the heads ``heads`` as f×f tile means (the Overview's and Heads grid's pooled
-        exact maps), computed on demand from q, k and the rows' log-sum-exp (row_lse; a call recorded without it:
-        computed from its rows first), never a whole [h, n, n] (tiles.pooled). Nothing is kept: the caller caches.
-        Shapes: returns [h', ceil(q_pos/f), ceil(k_pos/f)] float32."""
+        exact maps): kept ones (``pooled``), else computed (pooled_maps). Shapes: [h', ceil(q_pos/f), ceil(k_pos/f)]
+        float32."""
+        kept = self.pooled.get(f)
+        if kept is not None:
+            return kept[heads].copy()
+        return self.pooled_maps((f,), heads)[0]
+
+    def pooled_maps(self, fs: Sequence[int], heads: slice = slice(None)) -> list[np.ndarray]:
+        """The maps of pooled_map for each tile side in ``fs``, computed in one pass over the scores from q, k and the
+        rows' log-sum-exp (row_lse; a call recorded without it: computed from its rows first), never a whole
+        [h, n, n] (tile_pool.pooled_maps); every head's small maps are kept in ``pooled``.
+        Shapes: returns [h', ceil(q_pos/f), ceil(k_pos/f)] float32 for each f."""
         h = int(self.q.shape[1])
         idx = torch.arange(h)[heads]  # the query heads, and their K/V heads
         kv = idx // (h // int(self.k.shape[1]))
@@ -75,6 +90,19 @@ class Call:
                               pick(allowed), None if self.sink is None else self.sink[idx])  # fmt: skip
             else:
                 lse = lse[:1, idx]
-            out = pooled(self.q[:1, idx], self.k[:1, kv], lse, f, self.scaling, self.softcap, pick(self.bias),
-                         pick(allowed), self.sink is not None)  # fmt: skip
-        return out.numpy()
+            maps = [m.numpy() for m in pooled_maps(self.q[:1, idx], self.k[:1, kv], lse, fs, self.scaling,
+                                                   self.softcap, pick(self.bias), pick(allowed),
+                                                   self.sink is not None)]  # fmt: skip
+        if len(idx) == h:
+            for f, m in zip(fs, maps, strict=True):
+                self.keep_pooled(f, m)
+        return maps
+
+    def keep_pooled(self, f: int, tiles: np.ndarray) -> None:
+        """Keeps every head's map at tile side f (when small: at most POOLED_KEEP_BYTES) for later views; the oldest
+        side goes past POOLED_KEEP_SIDES."""
+        if tiles.nbytes > POOLED_KEEP_BYTES:
+            return
+        self.pooled[f] = tiles.copy()
+        for old in list(self.pooled)[:-POOLED_KEEP_SIDES]:  # a view and ui/pool_ahead.py may keep maps at once
+            self.pooled.pop(old, None)

@@ -31,6 +31,7 @@ from mha_viz.ui.long_cancel import cancel_button, cancel_key, cancelled, cancell
 from mha_viz.ui.memo import collect_garbage, drop_held
 from mha_viz.ui.navigation import navigation, to_tab, wanted_view
 from mha_viz.ui.opened import follow_model
+from mha_viz.ui.pool_ahead import pool_ahead
 from mha_viz.ui.registry import BY_NAME, REGISTRY
 from mha_viz.ui.sidebar import (
     GROUP_OF,
@@ -73,7 +74,7 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
         bar = st.progress(0.0, text="Preparing the bundled SmolLM2 (once)")
         guarded(lambda: smollm2_dir(lambda f, what: bar.progress(f, text=what)))
         bar.empty()
-    with st.spinner(f"Loading {name}…"):
+    with _spinner(f"Loading {name}…", not _loaded(c)):
         lm = guarded(lambda: model_of(c.config))
     if lm is None:
         return None
@@ -84,6 +85,7 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     follow_model(c, lm.name, n_layers, find)  # another model: its own found head, never the layer of the one before
     layer = layer_control(c, n_layers, lambda: getattr(find(), "layer", 0))
     sel = selection(c, part, target, layer)  # the one request value: every view and cache below takes it
+    guarded(lambda: pool_ahead(sel))  # a long recording's maps computed ahead; another text's job stopped
     long = long_unrecorded(sel)
     stop = cancel_key(c.config, c.text, target)
     if long and cancelled(stop):  # Cancel was clicked during this text's recording: said, not started again
@@ -98,7 +100,7 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
     whole = long and not provisional()  # another view: the whole pass now, its layers counted
     what = f"Recording every layer of {lm.name} for this text"
     counted = _layers_counted(st.empty(), what, (stop, "whole")) if whole else None
-    with st.spinner("Computing…"), counted or contextlib.nullcontext():
+    with _spinner("Computing…", c.config.own or not is_recorded(sel)), counted or contextlib.nullcontext():
         base = guarded(lambda: get_base(sel))
     if base is None:
         return None
@@ -106,6 +108,18 @@ def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
         text = c.text if tokens.cut.what == "text" else target
         st.warning(plain(cut_notice(tokens.cut, "word tokens" if tokens.cut.unit == "words" else lm.name, text)))
     return Ctx(c=c, sel=sel, base=base)
+
+
+def _loaded(c: Controls) -> bool:
+    from mha_viz.ui.cache_pass import MODELS
+
+    return (c.config.model_name, c.config.model_device) in MODELS.keys()  # noqa: SIM118 (a ModelStore, no `in`)
+
+
+def _spinner(text: str, slow: bool) -> contextlib.AbstractContextManager:
+    """st.spinner where the block may take a while (a model not loaded yet, a pass not recorded yet); none where it
+    reads caches: each st.spinner starts a thread and sends a message, ~4 ms of a page's GIL with ten at once."""
+    return st.spinner(text) if slow else contextlib.nullcontext()
 
 
 def main() -> None:
@@ -188,6 +202,9 @@ def _layers_counted(
         slot.empty()
 
 
+VIEW_PANEL = "view_panel"  # the open view's container (CSS class st-key-view_panel: the browser tests find it)
+
+
 def _views(ctx: Ctx) -> None:
     from mha_viz.config import MAX_SECOND_TEXT_CHARS
 
@@ -197,11 +214,11 @@ def _views(ctx: Ctx) -> None:
     view, views = navigation()
     key = f"view_tab_{GROUP_OF[view]}"
     st.session_state[key] = view  # the group's tabs open on the view, whoever chose it
-    tabs = st.tabs(list(views), key=key, default=view, on_change=to_tab, args=(key,))
-    for name, tab in zip(views, tabs, strict=True):
-        if tab.open:
-            with tab, st.spinner("Computing…"):
-                guarded(lambda name=name: _run_view(name, ctx))
+    # The tab bar only picks the view; the view is drawn below it, not inside its panel: a chart inside a panel was
+    # drawn again by the browser in the hidden old panel on every switch (docs/tab-speed.md).
+    st.tabs(list(views), key=key, default=view, on_change=to_tab, args=(key,))
+    with st.container(key=VIEW_PANEL), st.spinner("Computing…"):
+        guarded(lambda: _run_view(view, ctx))
     drop_held()
     release_memory()
 

@@ -23,29 +23,36 @@ import numpy as np
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from mha_viz.config import hosted
+from mha_viz.config import GC_GROWTH_MB, hosted
 from mha_viz.ui.guard import stop_if_gone
 
 F = TypeVar("F", bound=Callable[..., Any])
 CACHES: list[SizedCache] = []
 
 
+_NO_BYTES = frozenset({int, float, bool, complex, type(None)})
+
+
 def nbytes(value: object, _seen: set[int] | None = None) -> int:
-    """Bytes held by the tensors, arrays and byte strings inside ``value`` (each counted once)."""
+    """Bytes held by the tensors, arrays and byte strings inside ``value`` (each counted once). The common kinds
+    first, numbers at once: a cached figure is hundreds of them (issue 36 §6: ~6% of ten sessions' page runs)."""
+    kind = type(value)
+    if kind in _NO_BYTES:
+        return 0
     seen = set() if _seen is None else _seen
     if id(value) in seen:
         return 0
     seen.add(id(value))
-    if isinstance(value, torch.Tensor):
-        return value.element_size() * value.nelement()
+    if kind is dict or isinstance(value, dict):
+        return sum(nbytes(k, seen) + nbytes(v, seen) for k, v in value.items())
+    if kind is list or kind is tuple or isinstance(value, list | tuple | set | frozenset):
+        return sum(nbytes(v, seen) for v in value)
+    if kind is str or isinstance(value, bytes | bytearray | str):
+        return len(value)
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
-    if isinstance(value, bytes | bytearray | str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(nbytes(k, seen) + nbytes(v, seen) for k, v in value.items())
-    if isinstance(value, list | tuple | set | frozenset):
-        return sum(nbytes(v, seen) for v in value)
+    if isinstance(value, torch.Tensor):
+        return value.element_size() * value.nelement()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(nbytes(v, seen) for v in vars(value).values())
     return 0
@@ -207,6 +214,7 @@ _DROPPED: list[weakref.ref] = []  # models let go of while frozen, not freed yet
 # Whether freeze_heap ran. Not gc.get_freeze_count(): that walks the whole frozen list (~120 ms with 414,000
 # objects frozen, SmolLM2 and MiniLM loaded), and collect_garbage runs before every page.
 _frozen = False
+_collected_rss = 0  # the process's resident bytes when collect_garbage last collected
 
 
 def freeze_heap() -> None:
@@ -249,9 +257,33 @@ def dropped_alive() -> int:
 def collect_garbage() -> None:
     """Before a run: collect the cycles earlier runs left (figures, traces: ~80 MB measured after a 512-token
     Overview; they die with the script's frames, after its last line, and Streamlit's post-script collection
-    is off). With the heap frozen (freeze_heap) this costs milliseconds; unfrozen it is left to Python. While
-    a dropped model is still alive, the whole heap is collected instead (release_dropped)."""
+    is off). With the heap frozen (freeze_heap) it walks only what requests made since, but that is every cached
+    figure and table: ~0.1 s of the GIL with the caches full, before each of ten sessions' pages (issue 36 §6).
+    So only once the process grew GC_GROWTH_MB since the last collection (cycles holding arrays grow it; a run
+    that makes no garbage does not), whichever session's run comes first; every run where memory cannot be read.
+    Unfrozen it is left to Python. While a dropped model is still alive, the whole heap is collected instead
+    (release_dropped)."""
+    global _collected_rss
     if _DROPPED:
         _refreeze()
     elif _frozen:
+        with _GC_LOCK:  # one run collects, the runs that start meanwhile skip it (issue 36 §6)
+            rss = _rss_bytes()
+            if rss is not None:  # growth counts from the lowest point since (a big run's memory handed back)
+                _collected_rss = min(_collected_rss, rss)
+            if rss is not None and rss - _collected_rss < GC_GROWTH_MB * 2**20:
+                return
+            _collected_rss = rss if rss is not None else 0
         gc.collect()
+        after = _rss_bytes()
+        with _GC_LOCK:  # the next collection counts from what is left (freed arrays may go back to the system)
+            _collected_rss = min(_collected_rss, after) if after is not None else _collected_rss
+
+
+def _rss_bytes() -> int | None:
+    """The process's resident memory (Linux: /proc/self/statm), or None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None

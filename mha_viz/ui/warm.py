@@ -15,10 +15,17 @@ import threading
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
+from mha_viz.figures.finish import AsBuilt, Finished
 from mha_viz.ui.cache import get_model
 
 _STARTED = threading.Event()
 _PRELOADED = "_mha_viz_plotly_preloaded"
+# the empty chart every session's first page sends, built once: handed over as a figure object (AsBuilt), Streamlit
+# sends it as it is; a dict it would rebuild as a checked go.Figure, with plotly's template, on every first page
+_PRELOAD_CHART = Finished(
+    data=[{"type": "scatter", "x": [], "y": []}],
+    layout={"height": 10, "width": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0}},
+)
 
 
 def _default_page() -> bool:
@@ -50,10 +57,5 @@ def preload_plotly() -> st.delta_generator.DeltaGenerator | None:
         return None
     st.session_state[_PRELOADED] = True
     slot = st.empty()
-    layout = {"height": 10, "width": 10, "margin": {"l": 0, "r": 0, "t": 0, "b": 0}}
-    slot.plotly_chart(
-        {"data": [{"type": "scatter", "x": [], "y": []}], "layout": layout},
-        config={"staticPlot": True},
-        width="content",
-    )
+    slot.plotly_chart(AsBuilt(_PRELOAD_CHART), config={"staticPlot": True}, width="content")
     return slot

@@ -19,7 +19,7 @@ def open_app(page: Page, app_url: str, query: str = "") -> None:
 
 def first_chart(page: Page) -> Locator:
     """The first Plotly chart of the open tab."""
-    return page.locator("[data-testid='stTabPanel']").filter(visible=True).locator(".js-plotly-plot").first
+    return page.locator(".st-key-view_panel").locator(".js-plotly-plot").first
 
 
 def heatmaps(chart: Locator) -> Locator:
@@ -60,7 +60,7 @@ def click_overview_tile(page: Page, layer: int, head: int) -> None:
 def opened_head_title(page: Page, layer: int, head: int) -> object:
     """The opened head's heatmap title in the Heads tab (Plotly draws titles as text.gtitle)."""
     title = re.compile(rf"^Layer {layer}, head {head}: attention weights \[15 × 15\]$")
-    return page.locator("[data-testid='stTabPanel']").filter(visible=True).locator("text.gtitle").filter(has_text=title)
+    return page.locator(".st-key-view_panel").locator("text.gtitle").filter(has_text=title)
 
 
 def expect_heads_view(page: Page, layer: int, head: int) -> None:
@@ -77,5 +77,13 @@ def click_grid_cell(page: Page, subplot: str, q: int, k: int, n: int = 15) -> No
     chart.scroll_into_view_if_needed()
     box = chart.locator(f"g.subplot.{subplot} g.hm image").bounding_box()
     assert box is not None
-    page.mouse.click(box["x"] + (k + 0.5) * box["width"] / n, box["y"] + (q + 0.5) * box["height"] / n)
+    x, y = box["x"] + (k + 0.5) * box["width"] / n, box["y"] + (q + 0.5) * box["height"] / n
+    # Plotly clicks the point it hovers: on a busy machine a click sent before the hover was drawn was lost (the head
+    # stayed closed). Away first, so the label waited for is this cell's.
+    label = page.locator(".hoverlayer .hovertext")
+    page.mouse.move(1, 1)
+    expect(label).to_have_count(0)
+    page.mouse.move(x, y, steps=3)
+    expect(label.first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
+    page.mouse.click(x, y)
     wait_for_run(page)

@@ -12,7 +12,7 @@ from urllib.parse import quote_plus
 from playwright.sync_api import Locator, Page, expect
 
 from conftest import SENTENCE
-from e2e.browser_helpers import EXCEPTION, click_overview_tile, first_chart, heatmaps, open_app, open_tab
+from e2e.browser_helpers import EXCEPTION, first_chart, heatmaps, open_app, open_tab
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
 from mha_viz.config import Config
 from mha_viz.pipeline.road import traces
@@ -53,7 +53,8 @@ def type_text(page: Page, text: str) -> None:
     wait_for_run(page)
 
 
-def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
+def test_typed_text_shows_twelve_heads_and_empty_text_an_error(page: Page, app_url: str) -> None:
+    """Typed text changes the Heads grid; blank text then shows an error, and the next text is drawn again."""
     open_app(page, app_url, "?view=Heads&text=humpty+dumpty+sat+on")  # start elsewhere: typing must change it
     chart = first_chart(page)
     expect(tick(chart, "dump").first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
@@ -67,6 +68,19 @@ def test_typed_text_shows_twelve_heads(page: Page, app_url: str) -> None:
         expect(tick(chart, label, "y")).to_have_count(3)  # the left column's three query axes
     expect(tick(chart, "dump")).to_have_count(0)
     expect(page.get_by_label("Text (Ctrl+Enter to apply)", exact=True)).to_have_value(SENTENCE)
+
+    type_text(page, "   ")
+    expect(page.locator(ERROR_ALERT)).to_have_count(1)
+    expect(page.locator(ERROR_ALERT)).to_contain_text("empty")
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+
+    type_text(page, "The cat sat on the mat and the cat slept")
+    expect(page.locator(ERROR_ALERT)).to_have_count(0)
+    expect(page.locator(EXCEPTION)).to_have_count(0)
+    chart = first_chart(page)
+    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+    expect(tick(chart, "mat")).to_have_count(4)  # once per bottom key axis
+    expect(tick(chart, "cat (2)")).to_have_count(4)
 
 
 def test_hover_shows_the_real_weight(page: Page, app_url: str, minilm) -> None:
@@ -119,7 +133,7 @@ def test_every_tab_renders(page: Page, app_url: str) -> None:
         assert box is not None and box["x"] + box["width"] <= width, (name, box)  # visible without scrolling
         expect(page.locator(EXCEPTION)).to_have_count(0)
         expect(page.locator(ERROR_ALERT)).to_have_count(0)
-        panel = page.locator("[data-testid='stTabPanel']").filter(visible=True)
+        panel = page.locator(".st-key-view_panel")
         if name in DECODER_ONLY:
             expect(panel.locator(INFO).first).to_contain_text("decoder", timeout=RENDER_TIMEOUT_MS)
             continue
@@ -156,45 +170,5 @@ def test_url_restores_tab_and_head_count(page: Page, app_url: str) -> None:
     expect(chart.locator(".annotation-text")).to_have_text(head_titles(6))
 
 
-def test_empty_text_shows_an_error_and_the_app_recovers(page: Page, app_url: str) -> None:
-    open_app(page, app_url, "?view=Heads")
-    expect(heatmaps(first_chart(page))).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
-
-    type_text(page, "   ")
-    expect(page.locator(ERROR_ALERT)).to_have_count(1)
-    expect(page.locator(ERROR_ALERT)).to_contain_text("empty")
-    expect(page.locator(EXCEPTION)).to_have_count(0)
-
-    type_text(page, "The cat sat on the mat and the cat slept")
-    expect(page.locator(ERROR_ALERT)).to_have_count(0)
-    expect(page.locator(EXCEPTION)).to_have_count(0)
-    chart = first_chart(page)
-    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
-    expect(tick(chart, "mat")).to_have_count(4)  # once per bottom key axis
-    expect(tick(chart, "cat (2)")).to_have_count(4)
-
-
-def test_overview_click_opens_the_head(page: Page, app_url: str) -> None:
-    open_app(page, app_url, "?view=Overview")
-    click_overview_tile(page, 3, 5)
-    expect(page.get_by_role("tab", name="Heads", exact=True)).to_have_attribute("aria-selected", "true")
-    expect(page.get_by_label("Layer")).to_have_value("3")
-    expect(page.get_by_label("Open head")).to_have_value("head 5")
-    assert "layer=3" in page.url
-
-
-def test_grid_click_opens_head_and_focus(page: Page, app_url: str) -> None:
-    open_app(page, app_url, "?view=Heads")
-    chart = first_chart(page)
-    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
-    chart.scroll_into_view_if_needed()
-    cells = chart.locator("g.subplot.x4y4 g.hm image")  # head 3: first row, fourth column
-    expect(cells).to_have_count(1)
-    box = cells.bounding_box()
-    assert box is not None
-    n, q, k = 15, 2, 10  # the cell "animal" → "it"
-    page.mouse.click(box["x"] + (k + 0.5) * box["width"] / n, box["y"] + (q + 0.5) * box["height"] / n)
-    wait_for_run(page)
-    expect(page.get_by_label("Open head")).to_have_value("head 3")
-    expect(page.get_by_label("Focus token (query)")).to_have_value("animal")
-    expect(page.locator(EXCEPTION)).to_have_count(0)
+# A click on an Overview tile and on a cell of the Heads grid: tests/e2e/test_shared_url.py opens the head that way and
+# checks the page (tab, layer, head, focus token, link) before it checks the shared link.

@@ -41,7 +41,7 @@ def test_hostile_text_in_every_input_stays_text(page: Page, app_url: str) -> Non
         open_tab(page, view)
         expect(page.locator(INJECTED)).to_have_count(0)
     # The token labels on the axes carry the pieces of the payloads as plain text.
-    chart = page.locator("[data-testid='stTabPanel']").filter(visible=True).locator(".js-plotly-plot").first
+    chart = page.locator(".st-key-view_panel").locator(".js-plotly-plot").first
     expect(chart.locator("g.hm")).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
     texts = chart.locator("g[class^='y'][class$='tick'] text").all_text_contents()
     assert any(t.startswith("<") for t in texts) and any(t.startswith(">") for t in texts), texts

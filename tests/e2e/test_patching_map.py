@@ -15,7 +15,7 @@ LAYERS, HEADS = 6, 12  # MiniLM
 
 def test_a_click_on_the_patching_map_opens_the_head(page: Page, app_url: str) -> None:
     open_app(page, app_url, "?view=Patching")
-    panel = page.locator("[data-testid='stTabPanel']").filter(visible=True)
+    panel = page.locator(".st-key-view_panel")
     top = panel.locator("ol > li").filter(has_text=re.compile(r"^layer \d+, head \d+: recovered")).first  # rank 1
     expect(top).to_be_visible(timeout=RENDER_TIMEOUT_MS)
     layer, head = map(int, re.match(r"layer (\d+), head (\d+)", top.inner_text()).groups())
@@ -31,7 +31,7 @@ def test_a_click_on_the_patching_map_opens_the_head(page: Page, app_url: str) ->
 
 def click_cell(page: Page, layer: int, head: int) -> None:
     """Click the centre of the map's cell (layer 0 is the top row: the y axis is reversed; head 0 the left column)."""
-    panel = page.locator("[data-testid='stTabPanel']").filter(visible=True)
+    panel = page.locator(".st-key-view_panel")
     chart = panel.locator(".js-plotly-plot").filter(has=page.locator("text.gtitle", has_text="Recovered by patching"))
     image = chart.locator("g.hm image")
     expect(image).to_have_count(1, timeout=RENDER_TIMEOUT_MS)

@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pytest
@@ -91,11 +92,18 @@ def replica_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def replicas() -> Iterator[list[str]]:
-    """Two replicas of the app, started once for both tests (a start costs 10-30 s here), each ready."""
-    with serve_app(replica_env()) as a, serve_app(replica_env()) as b:
-        wait_ready(a)
-        wait_ready(b)
-        yield [a, b]
+    """Two replicas of the app, started once for both tests (a start costs 10-30 s here) and at the same time (a
+    start is one Python thread importing, so two share the two cores), each ready."""
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(2) as pool:
+        starts = [serve_app(replica_env()) for _ in range(2)]
+        entered = [pool.submit(cm.__enter__) for cm in starts]
+        wait(entered)
+        for cm, future in zip(starts, entered, strict=True):
+            if future.exception() is None:  # each replica that started is stopped, whichever failed
+                stack.push(cm.__exit__)
+        urls = [f.result() for f in entered]  # a start's failure (pytest.fail) is raised here
+        list(pool.map(wait_ready, urls))
+        yield urls
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from e2e.browser_helpers import (
-    click_grid_cell,
     click_overview_tile,
     expect_heads_view,
     open_app,
@@ -27,24 +26,12 @@ def fresh(browser: Browser) -> Iterator[Page]:
     ctx.close()
 
 
-def test_heads_grid_click_survives_a_share(page: Page, fresh: Page, app_url: str) -> None:
-    """No layer in the link: the app opens on the found head's layer (not 0), which the link does not name; a
-    link with a head and no layer opens layer 0, so the click must write the layer too."""
-    open_app(page, app_url, "?view=Heads")
-    layer = int(page.get_by_label("Layer").input_value())
-    assert layer != 0 and "layer=" not in page.url
-    click_grid_cell(page, "x4y4", q=2, k=10)  # head 3 (first row, fourth column), query "animal"
-    expect_heads_view(page, layer, 3)
-    expect(page).to_have_url(re.compile(r"[?&]head=head\+3(&|$)"))
-    expect(page).to_have_url(re.compile(rf"[?&]layer={layer}(&|$)"))
-
-    open_app(fresh, app_url, page.url.removeprefix(app_url + "/"))
-    expect_heads_view(fresh, layer, 3)
-    expect(fresh.get_by_label("Focus token (query)")).to_have_value("animal")
+# A click on the Heads grid that survives a share: tests/e2e/test_opened_head.py (the same click, then Step by step).
 
 
 def test_open_head_picker_survives_a_share(page: Page, fresh: Page, app_url: str) -> None:
-    """The "Open head" picker lives in a fragment; its link must name the layer too (see the test above)."""
+    """The "Open head" picker lives in a fragment; its link must name the layer too (as a grid click's: a link with a
+    head and no layer opens layer 0)."""
     open_app(page, app_url, "?view=Heads")
     layer = int(page.get_by_label("Layer").input_value())
     page.get_by_label("Open head").click()
@@ -62,8 +49,9 @@ def test_overview_click_survives_a_share(page: Page, fresh: Page, app_url: str) 
     opened head 5 but the URL had no head=, so the shared link opened the layer's found head (or head 0)."""
     open_app(page, app_url, "?view=Overview")
     click_overview_tile(page, 3, 5)
-    expect_heads_view(page, 3, 5)
+    expect_heads_view(page, 3, 5)  # the tile opens its head in Heads (was test_browser's own test)
     expect(page).to_have_url(re.compile(r"[?&]head=head\+5(&|$)"))
+    expect(page).to_have_url(re.compile(r"[?&]layer=3(&|$)"))
 
     open_app(fresh, app_url, page.url.removeprefix(app_url + "/"))
     expect_heads_view(fresh, 3, 5)

@@ -14,7 +14,7 @@ EXCEPTION = "[data-testid='stException']"
 
 
 def panel(page: Page) -> Locator:
-    return page.locator("[data-testid='stTabPanel']").filter(visible=True)
+    return page.locator(".st-key-view_panel")
 
 
 def title(page: Page, layer: int, head: int) -> Locator:
