@@ -10,9 +10,11 @@ from apptest_helpers import array, assert_clean, heatmaps, run_app, specs
 from conftest import SENTENCE
 from mha_viz.models.projections import head_weights
 from mha_viz.studies import importance as im
+from mha_viz.ui.cache_studies import IMPORTANCE
 
 
 def test_importance_map_is_the_ablation_scan(minilm) -> None:
+    IMPORTANCE.clear()  # a scan or curve another test of this worker left (test_view_estimates) would be drawn at once
     at = run_app(view="Head importance")
     assert_clean(at)
     (fig,) = specs(at)
