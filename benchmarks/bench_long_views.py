@@ -146,7 +146,7 @@ async def measure(url: str, floor_url: str, text: str, layer: int, log: Path | N
         t_end = time.perf_counter()
         again = await one_run(ws, q(view="Heads", layer=str(layer), head="0"))
         rows.append((f"Heads, layer {layer}, the run that starts the maps ahead", again))
-        line = ahead_ready(log, 1800)
+        line = await asyncio.to_thread(ahead_ready, log, 1800)  # the websocket keeps answering pings meanwhile
         print(f"from the recording's end until every layer's maps are ready: {time.perf_counter() - t_end:.1f} s "
               f"(server: {line})", flush=True)  # fmt: skip
     again = await one_run(ws, q(view="Heads", layer=str(layer), head="0"))

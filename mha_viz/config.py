@@ -78,7 +78,6 @@ LONG_MAP_CELLS = 256  # ... the zoom's pooled map of the opened head: at most th
 LONG_GRID_CELLS = 64  # ... the Heads grid's pooled maps: at most this many cells a side per head
 POOLED_KEEP_BYTES = 2**20  # ... a call keeps every head's pooled map up to this size (models/call.py)
 POOLED_KEEP_SIDES = 3  # ... and the maps of at most this many tile sides (the Overview's, the Heads grid's, one more)
-POOL_AHEAD_NICE = 19  # ... computed ahead after a long recording at this CPU priority (19: the lowest; ui/pool_ahead)
 ZOOM_SIDE = 64  # ... the default zoom window: this many queries × keys around the focus token
 MAX_ZOOM_SIDE = 256  # ... a zoom window's most queries (and keys) a side: exact weights with a label each
 AUTO_SCAN_TOKENS = 96  # a per-head scan (Head importance, Patching) starts by itself on texts up to this many tokens

@@ -31,12 +31,6 @@ def _text(lm: LoadedModel, n: int = 200) -> str:
     return lm.tokenizer.decode(lm.tokenizer(long_text(15))["input_ids"][:n])
 
 
-@pytest.fixture(autouse=True)
-def _page_priority(monkeypatch) -> None:
-    """The job at the page's priority here: at nice 19 a machine busy with other work may give it no time at all."""
-    monkeypatch.setattr(pool_ahead_module, "POOL_AHEAD_NICE", 0)
-
-
 @pytest.fixture
 def rec(smollm2: LoadedModel, monkeypatch) -> road.Recording:
     monkeypatch.setattr(road, "TILE_BLOCK_CELLS", 2**16)  # recorded in tiles, as a long text is
@@ -137,3 +131,14 @@ def test_a_new_text_cancels_the_job_and_hosted_mode_starts_none(smollm2: LoadedM
     assert again is not None and again is not job and again.recording() is get_recording(*second.recorded)
     again.join(60)
     assert again.done.is_set()
+
+
+def test_the_job_waits_for_a_page_run(rec) -> None:
+    """The job runs at the page's priority and waits, between layers, while a page run of the process is under way
+    (a job at nice 19 holding the GIL stalled the server's every thread)."""
+    with pool_ahead_module.page_running():
+        job = PoolAhead(rec, lambda n_q, n_k: (16,)).start()
+        job.join(1.0)
+        assert job.running and job.layers_done == 0  # nothing while the page runs
+    job.join(60)
+    assert job.done.is_set() and job.layers_done == len(job.keys)

@@ -1,33 +1,49 @@
 """A long recording's pooled exact maps computed ahead (issue 38 §3): after the whole pass is recorded, a background
-thread at the lowest CPU priority computes every tiled call's maps at the tile sides the views will ask for (the
+thread computes every tiled call's maps at the tile sides the views will ask for (the
 Overview's and the Heads grid's), one layer at a time, all sides in one pass over its scores (Call.pooled_maps), and
 keeps them on the call (Call.pooled), where Call.pooled_map finds them: a view opened later reads them. A view opened
-before its layer is done computes that layer itself, as without this. Nothing here touches the model; the job holds
-its recording weakly (a recording dropped from its cache stops it) and stops between layers when cancelled."""
+before its layer is done computes that layer itself, as without this. The job waits while a page run of the
+process is under way (page_running: the page goes first; checked between layers). Nothing here touches the
+model; the job holds its recording weakly (a recording dropped from its cache stops it) and stops between layers
+when cancelled."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from mha_viz.config import POOL_AHEAD_NICE
 from mha_viz.pipeline.road import Recording
 
 _LOG = logging.getLogger(__name__)  # one line when a job ends (benchmarks/bench_long_views.py reads it)
 Sides = Callable[[int, int], tuple[int, ...]]  # (n_q, n_k) -> the tile sides f to compute
 
 
-def _lowest_priority() -> None:
-    """This thread (and the torch worker threads it starts, which inherit it) at nice POOL_AHEAD_NICE (19): the
-    page's own work goes first. (Setting OpenMP's thread count for this thread alone through ctypes was tried and
-    taken out: a worker crashed once near it, and a crash must never reach the server.)"""
-    with contextlib.suppress(OSError, AttributeError):  # not Linux, or not allowed: at the page's priority
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), POOL_AHEAD_NICE)
+_PAGES_IDLE = threading.Event()  # set while no page run of this process is under way (page_running)
+_PAGES_IDLE.set()
+_PAGES = [0]
+_PAGES_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def page_running() -> Iterator[None]:
+    """A page run of this process: every job waits for it to end before its next layer. The jobs run at the page's
+    CPU priority. A job at nice 19 was tried: a low-priority thread that holds the GIL when the system takes its
+    core away stalls every thread of the server (at 8,192 tokens a page run took 8 s, and a client's websocket
+    missed its 20 s keepalive)."""
+    with _PAGES_LOCK:
+        _PAGES[0] += 1
+        _PAGES_IDLE.clear()
+    try:
+        yield
+    finally:
+        with _PAGES_LOCK:
+            _PAGES[0] -= 1
+            if _PAGES[0] == 0:
+                _PAGES_IDLE.set()
 
 
 class PoolAhead:
@@ -68,10 +84,12 @@ class PoolAhead:
         return self._thread.is_alive()
 
     def _run(self) -> None:
-        _lowest_priority()
         start, cpu = time.perf_counter(), time.thread_time()
         try:
             for key in self.keys:
+                while not _PAGES_IDLE.wait(0.1):  # a page run first (checked between layers)
+                    if self._stop.is_set():
+                        return
                 rec = self._rec()
                 if self._stop.is_set() or rec is None:
                     return

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import streamlit as st
 
 from mha_viz.models.sources import allowed_models
+from mha_viz.pipeline.pool_ahead import page_running
 from mha_viz.pipeline.road import cut_notice, smollm2_dir, smollm2_ready
 from mha_viz.runtime.allocator import release_memory
 from mha_viz.runtime.threads import adapt
@@ -123,7 +124,7 @@ def _spinner(text: str, slow: bool) -> contextlib.AbstractContextManager:
 
 
 def main() -> None:
-    with timed_run("page"):
+    with timed_run("page"), page_running():  # a long recording's maps computed ahead wait for the page
         _main()
 
 
