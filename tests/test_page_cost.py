@@ -36,21 +36,32 @@ class _Cycle:
         self.array = np.ones(mb * 2**20 // 8)  # float64, written: its pages are resident
 
 
-def test_a_collection_only_once_memory_grew() -> None:
+def _memory(monkeypatch) -> list[int]:
+    """The process's memory as collect_garbage reads it, set by the test (MB): the real one moves with whatever
+    else the worker runs (a model loading in a thread an earlier test started), which made these tests flaky."""
+    mb = [1000]
+    monkeypatch.setattr(memo, "_rss_bytes", lambda: mb[0] * 2**20)
+    return mb
+
+
+def test_a_collection_only_once_memory_grew(monkeypatch) -> None:
+    mb = _memory(monkeypatch)
     was_frozen, was_enabled = memo._frozen, gc.isenabled()
     gc.disable()  # Python's own collections would free the cycles below at random
     try:
         memo.freeze_heap()
         memo._collected_rss = 0  # an earlier test's low point must not count: the baseline call below collects
-        memo.collect_garbage()  # the baseline: whatever the process holds now
+        memo.collect_garbage()  # the baseline: 1000 MB
         small = _Cycle(1)
         small_ref = weakref.ref(small)
         del small
+        mb[0] += 1
         memo.collect_garbage()  # 1 MB grown: not worth walking the heap for
         assert small_ref() is not None
-        big = _Cycle(GC_GROWTH_MB + 16)
+        big = _Cycle(1)
         big_ref = weakref.ref(big)
         del big
+        mb[0] += GC_GROWTH_MB
         memo.collect_garbage()  # the process grew past GC_GROWTH_MB: collected, the small cycle with it
         assert big_ref() is None and small_ref() is None
     finally:
@@ -60,20 +71,25 @@ def test_a_collection_only_once_memory_grew() -> None:
             gc.enable()
 
 
-def test_growth_counts_from_the_lowest_memory_since() -> None:
+def test_growth_counts_from_the_lowest_memory_since(monkeypatch) -> None:
     """A big run's arrays handed back after a collection: garbage that grows the process again by GC_GROWTH_MB is
     collected, although the process never gets back above what it held at that collection."""
+    mb = _memory(monkeypatch)
     was_frozen, was_enabled = memo._frozen, gc.isenabled()
     gc.disable()
     try:
         memo.freeze_heap()
-        held = np.ones((2 * GC_GROWTH_MB + 64) * 2**20 // 8)  # a big run's arrays, alive at the collection
+        memo._collected_rss = 0
+        mb[0] = 1000 + 2 * GC_GROWTH_MB + 64  # a big run's arrays, alive at the collection
         memo.collect_garbage()
-        del held  # handed back to the system
+        mb[0] = 1000  # handed back to the system
         memo.collect_garbage()  # smaller than at the collection: nothing to do
-        cycle = _Cycle(GC_GROWTH_MB + 16)
+        cycle = _Cycle(1)
         ref = weakref.ref(cycle)
         del cycle
+        memo.collect_garbage()
+        assert ref() is not None  # not grown since the lowest point
+        mb[0] += GC_GROWTH_MB + 16
         memo.collect_garbage()
         assert ref() is None
     finally:
