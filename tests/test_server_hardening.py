@@ -60,6 +60,7 @@ def test_a_dropped_model_is_freed_although_the_heap_is_frozen() -> None:
     """Evicted from a full store, a model in reference cycles is collected although loads freeze the heap; one
     that a running request still holds is freed before a later run once that request let it go."""
     store: ModelStore[_Model] = ModelStore(max_entries=1)
+    before = memo.dropped_alive()  # a model an earlier test of this worker dropped may still be held
     try:
         first = weakref.ref(store.get("a", _Model))
         assert gc.get_freeze_count() > 0 and first() is not None
@@ -68,10 +69,10 @@ def test_a_dropped_model_is_freed_although_the_heap_is_frozen() -> None:
         held = store.get("a", _Model)  # a running request holds it
         second = weakref.ref(held)
         store.get("b", _Model)
-        assert second() is not None and memo.dropped_alive() == 1
+        assert second() is not None and memo.dropped_alive() == before + 1
         del held  # the request ended
         memo.collect_garbage()  # before the next run
-        assert second() is None and memo.dropped_alive() == 0
+        assert second() is None and memo.dropped_alive() <= before
         assert store.get("b", lambda: pytest.fail("loaded again")) is not None
     finally:
         gc.unfreeze()
