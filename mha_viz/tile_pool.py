@@ -17,15 +17,15 @@ from collections.abc import Sequence
 import torch
 
 
-def _rows(t: torch.Tensor | None, sl: slice) -> torch.Tensor | None:
-    """A block of a mask's rows; a one-row mask holds for every row as it is."""
+def mask_rows(t: torch.Tensor | None, sl: slice) -> torch.Tensor | None:
+    """A block of a mask's rows; a one-row mask (a padding mask, or one query's row) holds for every row as it is."""
     return t if t is None or t.shape[-2] == 1 else t[..., sl, :]
 
 
 def _over_rows(u: torch.Tensor, op: str) -> torch.Tensor:
-    """A byte mask [h|1, r|1, c] reduced over heads and rows (``op`` amax: any row sees the key; amin: every row
-    does). Shapes: returns [c] uint8."""
-    return getattr(u, op)(dim=(0, 1))
+    """A byte mask [..., h|1, r|1, c] reduced over every axis but the keys (``op`` amax: any row sees the key; amin:
+    every row does). Shapes: returns [c] uint8."""
+    return getattr(u, op)(dim=tuple(range(u.dim() - 1)))
 
 
 def _mask_chunk(s: torch.Tensor, ok: torch.Tensor, u: torch.Tensor) -> None:
@@ -51,9 +51,9 @@ def _add_col_sums(out: torch.Tensor, w: torch.Tensor, lo: int, f: int) -> None:
         out[..., b // f] += w[..., b - lo :].sum(-1)
 
 
-def _span(u: torch.Tensor | None, n_k: int) -> tuple[int, int, bool]:
-    """The keys [lo, hi) any row of a byte mask block [h|1, r|1, n_k] may see, and whether a row sees none (then every
-    key: its eager softmax spreads it over all of them), as tiles.key_span."""
+def key_span_bytes(u: torch.Tensor | None, n_k: int) -> tuple[int, int, bool]:
+    """The keys [lo, hi) any row of a byte mask block [..., h|1, r|1, n_k] may see, and whether a row sees none (then
+    every key: its eager softmax spreads it over all of them); tiles.key_span reads it."""
     if u is None:
         return 0, n_k, False
     if int(u.amax(-1).amin()) == 0:
@@ -91,9 +91,9 @@ def pooled_maps(
     for r0 in range(0, n, rows):
         sl = slice(r0, min(n, r0 + rows))
         r = sl.stop - r0
-        ok = None if allowed is None else _rows(allowed, sl)[0]  # [h|1, r|1, n_k] bool
+        ok = None if allowed is None else mask_rows(allowed, sl)[0]  # [h|1, r|1, n_k] bool
         u = None if ok is None else ok.view(torch.uint8)
-        lo, hi, dead = _span(u, n_k)
+        lo, hi, dead = key_span_bytes(u, n_k)
         row_sums = [torch.zeros(h, r, -(-n_k // f), dtype=dt, device=q.device) for f in fs]  # [h, r, m_k]
         qb = q1[:, sl].reshape(kv, g * r, -1)  # [kv, g·r, d(+1)]
         for c0 in range(lo, hi, chunk):
@@ -104,7 +104,7 @@ def pooled_maps(
             if not fold:
                 s.div_(softcap).tanh_().mul_(softcap).sub_(lse[0, :, sl].to(dt).unsqueeze(-1))
             if add is not None:
-                s.add_(_rows(add, sl)[0][..., c0:c1].to(dt))
+                s.add_(mask_rows(add, sl)[0][..., c0:c1].to(dt))
             if ok is not None:
                 _mask_chunk(s, ok[..., c0:c1], u[..., c0:c1])
             w = s.exp_()
