@@ -1,7 +1,8 @@
 """Ten sessions served from one process (issue 36 §6): the server's time per action, measured with protocol-level
 clients that do not draw (tests/stream_client.py's protocol), against one client alone in the same run.
 
-Run:  python benchmarks/bench_sessions.py [--clients 10] [--solo-reps 3]
+Run:  python benchmarks/bench_sessions.py [--clients 10] [--solo-reps 3] [--before HEAD]
+--before REV: the dashboard as committed at REV (`git archive`) is measured first, then this tree, in one run.
 A real `streamlit run app.py` (MHA_VIZ_TIMINGS set), visited once it says /ready. Each client is one websocket
 session, as a browser's, sending what a browser sends (rerun_script with the widget states it changed) and
 reading the answers without drawing them. Its sequence, on a sentence of its own (no client reuses another's
@@ -41,6 +42,7 @@ from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
+ROOT = Path(__file__).resolve().parents[1]
 TARGET_P95_S = 1.0
 READY_TIMEOUT_S = 600
 LAYER = re.compile(rb"[Ll]ayer (\d+)\b")
@@ -160,7 +162,10 @@ def _wait_ready(port: int) -> None:
 
     deadline, answer = time.monotonic() + READY_TIMEOUT_S, ""
     while time.monotonic() < deadline:
-        ok, answer = probe(f"http://127.0.0.1:{port}")
+        try:
+            ok, answer = probe(f"http://127.0.0.1:{port}")
+        except OSError as e:  # (serve.ready.probe reads a 503's body without catching its timeout: busy machine)
+            ok, answer = False, str(e)
         if ok:
             return
         if "could not" in answer:  # the preload failed: it will never be ready
@@ -184,13 +189,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--solo-reps", type=int, default=3)
+    ap.add_argument("--before", metavar="REV", help="first the dashboard as committed at REV (e.g. HEAD)")
     args = ap.parse_args()
+    if args.before:
+        print(f"== before: the dashboard as committed at {args.before}")
+        measure(args, _copy_at(args.before))
+        print("== this tree")
+    measure(args, ROOT)
+
+
+def _copy_at(rev: str) -> Path:
+    """app.py, mha_viz and .streamlit as committed at ``rev`` (`git archive`), in a fresh folder."""
+    import subprocess
+
+    dest = Path(tempfile.mkdtemp(prefix="mha-viz-before-"))
+    archive = subprocess.run(["git", "archive", rev, "app.py", "mha_viz", ".streamlit"], cwd=ROOT,
+                             capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def measure(args: argparse.Namespace, root: Path) -> None:
+    """The whole measurement against `streamlit run app.py` in ``root``."""
     tmp = Path(tempfile.mkdtemp(prefix="mha-viz-sessions-"))
     timings = tmp / "timings.jsonl"
     env = {"MHA_VIZ_TIMINGS": str(timings)}
     say = lambda i: f"Client {i} says the animal didn't cross the street because it was too {WORDS[i % len(WORDS)]}"
     print(f"load average before: {_loadavg()}")
-    with serve(tmp, env=env) as server:
+    with serve(tmp, env=env, root=root) as server:
         _wait_ready(server.port)
         warm = asyncio.run(_many(server.ws_url, [Client(say(99))]))  # the first page of the process: not counted
         cpu = [_cpu_s(server.proc.pid)]  # the server's CPU seconds (every thread) around each phase

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from apptest_helpers import array, assert_clean, heatmaps, ignored_note, panels, run_app, specs, step, upload
+from apptest_helpers import array, assert_clean, heatmaps, ignored_note, new_app, panels, run_app, specs, step, upload
 
 from conftest import SENTENCE
 from mha_viz.config import Config
@@ -182,7 +182,9 @@ def test_roles_table_and_where_ranking(minilm) -> None:
 
 
 def test_two_sentences_and_rollout_and_ablation(minilm) -> None:
-    at = run_app(view="Two sentences")
+    at = new_app(view="Two sentences")
+    at.session_state["two_change_open"] = True  # the change map is drawn only while its expander is open
+    at.run()
     assert_clean(at)
     assert len(specs(at)) == 6  # the moved map, where the weight went, the shared keys, two patterns, the change
     change = array(heatmaps(specs(at)[-1])[0]["z"])  # the total variation map (last)
@@ -397,7 +399,9 @@ def test_bundled_decoder_reads_as_a_decoder() -> None:
 
 
 def test_two_sentences_on_a_decoder_compares_what_can_change() -> None:
-    at = run_app(src="SmolLM2-135M (bundled)", view="Two sentences")
+    at = new_app(src="SmolLM2-135M (bundled)", view="Two sentences")
+    at.session_state["two_change_open"] = True  # the change map is drawn only while its expander is open
+    at.run()
     assert_clean(at)
     assert any("Under a causal mask" in i.value for i in at.info)
     focus = at.selectbox(key="two_focus")

@@ -45,6 +45,22 @@ def heads_grid(
     pooled: int = 0,
     cap: bool = False,
 ) -> go.Figure:
+    """heads_grid_spec's chart as a plotly figure (for the notebook API and figures that change it further)."""
+    spec = heads_grid_spec(pattern, tokens, titles, cols, clickable, key_tokens, value_name, pooled, cap)
+    return go.Figure(spec, _validate=False)  # checked once, in tests (tests/test_finish.py)
+
+
+def heads_grid_spec(
+    pattern: np.ndarray,
+    tokens: Sequence[str],
+    titles: Sequence[str] | None = None,
+    cols: int = 4,
+    clickable: bool = True,
+    key_tokens: Sequence[str] | None = None,
+    value_name: str = "weight",
+    pooled: int = 0,
+    cap: bool = False,
+) -> dict:
     """One heatmap per head on a shared colour scale (0 to the largest weight shown, or with ``cap`` (at length) for
     pooled maps to the zoom.cap_for percentile of the cells, the colour bar saying so; ``value_name`` titles it).
 
@@ -139,7 +155,10 @@ def heads_grid(
         height=height + int(below), margin={"l": 10, "r": 10, "t": 40, "b": int(below)},
         hovermode="closest", clickmode="event+select", dragmode="zoom",
     )  # fmt: skip
-    return go.Figure({"data": traces, "layout": layout}, _validate=False)  # checked once, in tests (see above)
+    # a plain dict: even unchecked, go.Figure builds an object per trace and axis (most of a Heads page's figure
+    # time); the dashboard draws this dict (ui.common.cached_figure), tests/test_figure_speed.py checks it is the
+    # figure heads_grid gives
+    return {"data": traces, "layout": layout}
 
 
 def label_px(label: str, size: float) -> float:

@@ -23,14 +23,15 @@ from mha_viz.analysis.patterns import drop_special
 from mha_viz.figures import (
     comparison,
     focus_bars,
-    heads_grid,
     layer_head_values,
     line_chart,
+    paired_bars,
     scores_heatmap,
     token_bars,
     wo_heatmap,
 )
 from mha_viz.figures.finish import AsBuilt, finish
+from mha_viz.figures.grids import heads_grid_spec
 from mha_viz.figures.heatmap import matrix_spec
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
@@ -90,13 +91,15 @@ def cached_figure(builder: str, *args: object, **kwargs: object) -> dict:
 
 
 FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
-    "heads_grid": heads_grid,
+    "heads_grid": heads_grid_spec,  # heads_grid's chart as a plain dict: no plotly objects (tests/test_figure_speed)
     "focus_bars": focus_bars,
     "matrix_heatmap": matrix_spec,  # matrix_heatmap's chart as a plain dict: no plotly checks (tests/test_figure_speed)
     "scores_heatmap": scores_heatmap,
     "line_chart": line_chart,
     "comparison": comparison,
     "token_bars": token_bars,
+    "paired_bars": paired_bars,
+    "layer_head_values": layer_head_values,
 }
 
 
@@ -240,5 +243,5 @@ def layer_head_map(
     """One number per layer × head as a heatmap (rows L0…, columns H0…); with ``on_select``, a click on a cell
     calls it (read the cell with choices.clicked_points(key): customdata (layer, head, value)).
     Shapes: values [L, H]."""
-    fig = layer_head_values(values, title, value_name, diverging=diverging)
+    fig = cached_figure("layer_head_values", values, title, value_name, diverging=diverging)  # a view seen before
     plot(fig, key, image_format, on_select=on_select or "ignore")

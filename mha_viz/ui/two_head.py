@@ -12,10 +12,9 @@ from mha_viz.analysis.patterns import focus_shift
 from mha_viz.analysis.plans.two_sentences import verdict as plan_verdict
 from mha_viz.analysis.referents import shared_weights
 from mha_viz.config import WINDOW_ROWS
-from mha_viz.figures import matrix_heatmap, paired_bars
 from mha_viz.ui.cache import get_trace
 from mha_viz.ui.choices import valid_choice
-from mha_viz.ui.common import csv_bytes, downloads, layer_head_map, plot
+from mha_viz.ui.common import cached_figure, csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.opened import why_link
 from mha_viz.ui.sidebar import plain
@@ -71,9 +70,11 @@ def shown_head(
     c1, c2 = (plain(labels_a[int(i)]) for i in r["keys"])
     dest = [f"“{c1}” (referent 1)", f"“{c2}” (referent 2)", "sinks ([CLS], [SEP], first token)", "the rest"]
     title = f"Layer {la}, head {he}: where “{focus}”'s weight goes (shared keys, each sentence's sum 1)"
-    plot(paired_bars(dest, r["dest_a"][la, he], r["dest_b"][la, he], names, title), "two_dest", ctx.image_format)
+    # every figure from the cache when this head was drawn before (a tab switch back draws it again): no plotly build
+    fig = cached_figure("paired_bars", tuple(dest), r["dest_a"][la, he], r["dest_b"][la, he], names, title)
+    plot(fig, "two_dest", ctx.image_format)
     title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
-    plot(paired_bars(keys, wa, wb, names, title), "two_bars", ctx.image_format)
+    plot(cached_figure("paired_bars", tuple(keys), wa, wb, names, title), "two_bars", ctx.image_format)
     only_a = _listing([labels_a[i] for i in range(len(labels_a)) if i not in set(ia.tolist())])
     only_b = _listing([labels_b[j] for j in range(len(labels_b)) if j not in set(ib.tolist())])
     st.caption(
@@ -112,8 +113,9 @@ def _patterns(
             p = get_trace(ctx.sel.with_text(text).at(layer=la), x=False).pattern[he].numpy()  # [n_q, n_k]
             rows = _around(len(qlabels), q)
             what = "" if rows.stop - rows.start == len(qlabels) else f" (rows {rows.start}–{rows.stop - 1})"
-            fig = matrix_heatmap(p[rows], labels, qlabels[rows], f"Layer {la}, head {he}: the {name} sentence{what}",
-                                 value_name="weight", attention=True, width=FULL_WIDTH if long else 520)  # fmt: skip
+            fig = cached_figure("matrix_heatmap", p[rows], tuple(labels), tuple(qlabels[rows]),
+                                f"Layer {la}, head {he}: the {name} sentence{what}", value_name="weight",
+                                attention=True, width=FULL_WIDTH if long else 520)  # fmt: skip
             plot(fig, key, ctx.image_format)
 
 
@@ -122,13 +124,17 @@ def _change(ctx: Ctx, pa: np.ndarray, pb: np.ndarray, pairs: list[tuple[int, int
     """How much the focus row changes at all (total variation), per head, and the download of every measure."""
     L, H = pa.shape[:2]
     change = np.stack([focus_shift(pa[x], pb[x], 0, 0, pairs)["change"] for x in range(L)])  # [L, H]
-    with st.expander("Another measure: how much the focus row changes at all (total variation)"):
-        st.caption(
-            "Total variation distance between the focus token's two rows, 0.5 Σ |w₁ − w₂|, where weight on words "
-            "only one sentence has counts fully: a head that looks only at the swapped word ranks high here."
-        )
-        layer_head_map(change, f"How much “{focus}” changes where it looks, per head", "change", "two_change",
-                       ctx.image_format)  # fmt: skip
+    # drawn only while open (a closed expander's chart is still drawn by the browser, twice: issue 36 §6)
+    box = st.expander("Another measure: how much the focus row changes at all (total variation)",
+                      key="two_change_open", on_change="rerun")  # fmt: skip
+    if box.open:
+        with box:
+            st.caption(
+                "Total variation distance between the focus token's two rows, 0.5 Σ |w₁ − w₂|, where weight on "
+                "words only one sentence has counts fully: a head that looks only at the swapped word ranks high here."
+            )
+            layer_head_map(change, f"How much “{focus}” changes where it looks, per head", "change", "two_change",
+                           ctx.image_format)  # fmt: skip
     names = ["switched", "moved", "a1", "a2", "b1", "b2"]
     dest = [(k, d) for k in ("dest_a", "dest_b") for d in (2, 3)]  # each sentence's sinks and rest
     rows = [[x, y, *(f"{r[k][x, y]:.6g}" for k in names), *(f"{r[k][x, y, d]:.6g}" for k, d in dest),
