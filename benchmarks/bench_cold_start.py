@@ -50,6 +50,13 @@ def import_torch_s() -> float:
     return time.perf_counter() - t0
 
 
+def cpu_s(pid: int) -> float:
+    """The process's CPU seconds so far (user + system, every thread): /proc/<pid>/stat. Wall seconds on this
+    shared 2-core machine swing several-fold with other work; a process's own CPU seconds far less."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14 and 15)
+
+
 def answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
@@ -154,14 +161,15 @@ def cold(browser, folder: Path, script: str, visit: str) -> dict[str, float]:
             raise RuntimeError(f"{script} drew no heatmap; the server said: {log.read_text()[-2000:]}") from None
         page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=60_000)
         out["heatmap"] = time.perf_counter() - t0
+        out["cpu"] = cpu_s(proc.pid)  # the server's CPU seconds from its start to the heatmap drawn
         out["load"] = os.getloadavg()[0]
         page.close()
         for line in timings.read_text().splitlines() if timings.exists() else ():
             rec = json.loads(line)
             if rec["kind"] == "preload":
                 out["imports"], out["model"] = rec["at"] - rec["s"] - wall0, rec["at"] - wall0
-            elif rec["kind"] == "page" and "page_run" not in out:
-                out["page_run"] = rec["s"]
+            elif rec["kind"] == "page" and "page_run" not in out:  # started at page_at; its own part: own
+                out["page_at"], out["page_run"] = rec["at"] - rec["s"] - wall0, rec["s"]
     finally:
         proc.terminate()
         try:
@@ -172,14 +180,27 @@ def cold(browser, folder: Path, script: str, visit: str) -> dict[str, float]:
     return out
 
 
-def report(name: str, runs: list[dict[str, float]], torch_s: float, floor_s: float) -> None:
-    heat = statistics.median(r["heatmap"] for r in runs)
+def report(name: str, runs: list[dict[str, float]], torch_s: float, floor: list[dict[str, float]]) -> None:
+    heat, cpu = statistics.median(r["heatmap"] for r in runs), statistics.median(r["cpu"] for r in runs)
+    floor_s, floor_cpu = statistics.median(r["heatmap"] for r in floor), statistics.median(r["cpu"] for r in floor)
     verdict = "ok" if heat <= TARGET_S else "MISSED"
     print(f"{name}: start -> heatmap {heat:.2f} s median (target <= {TARGET_S:.0f} s: {verdict}) = "
-          f"{heat / torch_s:.2f} x import torch, {heat / floor_s:.2f} x the bare page")  # fmt: skip
-    keys = ("health", "ready", "imports", "model", "page_run", "heatmap", "load")
+          f"{heat / torch_s:.2f} x import torch, {heat / floor_s:.2f} x the bare page; the server's CPU "
+          f"{cpu:.2f} s = {cpu / floor_cpu:.2f} x the bare page's")  # fmt: skip
+    keys = ("health", "ready", "imports", "model", "page_at", "page_run", "heatmap", "cpu", "load")
     for r in runs:
         print("    " + " | ".join(f"{k} {r[k]:.2f}" for k in keys if k in r))
+
+
+def compare(runs: dict[str, list[dict[str, float]]], before: str) -> None:
+    """The working tree against REV, per visitor: each rep's ratio (reps are interleaved, so a rep's two figures
+    saw the same machine load), then their median."""
+    for visit in ("/_stcore/health", "/ready"):
+        now, then = runs[f"dashboard now, visitor at {visit}"], runs[f"dashboard at {before}, visitor at {visit}"]
+        for key, what in (("heatmap", "start -> heatmap"), ("cpu", "the server's CPU")):
+            each = [a[key] / b[key] for a, b in zip(now, then, strict=True)]
+            print(f"now / at {before}, visitor at {visit}, {what}: {statistics.median(each):.2f} median "
+                  f"({', '.join(f'{x:.2f}' for x in each)})")  # fmt: skip
 
 
 def main() -> None:
@@ -223,10 +244,12 @@ def main() -> None:
     floor = runs["bare Streamlit page (floor 2)"]
     floor_s = statistics.median(r["heatmap"] for r in floor)
     print(f"floor 1: python -c 'import torch' {torch_s:.2f} s median ({', '.join(f'{t:.2f}' for t in torch_runs)})")
-    each = ", ".join(f"{r['heatmap']:.2f} at load {r['load']:.1f}" for r in floor)
+    each = ", ".join(f"{r['heatmap']:.2f} (CPU {r['cpu']:.2f}) at load {r['load']:.1f}" for r in floor)
     print(f"floor 2: bare Streamlit page, start -> heatmap {floor_s:.2f} s median ({each})")
     for name in list(variants)[1:]:
-        report(name, runs[name], torch_s, floor_s)
+        report(name, runs[name], torch_s, floor)
+    if args.before:
+        compare(runs, args.before)
     print("the preload's steps, one by one in a fresh process (median s, wall and process CPU; x its import torch):")
     for tree, rows in steps.items():
         names = [k for k in rows[0] if not k.startswith("cpu ") and k != "load"]

@@ -181,3 +181,46 @@ def test_probe_says_no_when_nothing_answers() -> None:
     ok, answer = ready.probe(url)
     assert not ok and answer.startswith("no answer")
     assert ready.main([url]) == 1
+
+
+async def _timed_first_page(ws_url: str) -> tuple[list[tuple[float, list[str]]], list[str]]:
+    """A first visit's page run, sent at once: (unix time it arrived, its trace types) for each chart, and its
+    errors."""
+    charts, errors = [], []
+    async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
+        await ws.send(rerun(""))
+        async with asyncio.timeout(RUN_TIMEOUT_S):
+            while True:
+                msg = ForwardMsg()
+                msg.ParseFromString(await ws.recv())
+                if msg.WhichOneof("type") == "script_finished":
+                    return charts, errors
+                if msg.WhichOneof("type") != "delta" or msg.delta.WhichOneof("type") != "new_element":
+                    continue
+                element = msg.delta.new_element
+                kind = element.WhichOneof("type")
+                if kind == "plotly_chart" and element.plotly_chart.spec:
+                    data = json.loads(element.plotly_chart.spec).get("data", [])
+                    charts.append((time.time(), [t.get("type", "scatter") for t in data]))
+                elif kind == "exception" or (kind == "alert" and element.alert.format == element.alert.ERROR):
+                    errors.append(str(element)[:300])
+
+
+def test_a_cold_servers_first_page_sends_a_chart_while_the_preload_still_imports(tmp_path: Path) -> None:
+    """A visitor who comes while the preload imports torch and transformers gets a chart at once (serve/early.py:
+    the browser fetches Plotly's code meanwhile, not after), and the page then draws its heatmap with no error:
+    the early chart reads no half-imported module."""
+    timings = tmp_path / "t.jsonl"
+    with serve(tmp_path, {"MHA_VIZ_TIMINGS": str(timings), server_start.OFF: "0"}) as server:
+        charts, errors = run_async(_timed_first_page(server.ws_url))
+        assert not errors, errors
+        assert charts and any("heatmap" in types for _, types in charts), charts
+        deadline = time.monotonic() + READY_TIMEOUT_S  # the preload writes its timing line, then says ready
+        while _status(f"http://127.0.0.1:{server.port}{ready.ROUTE}") != (200, "ok"):
+            assert time.monotonic() < deadline, server.log_text()[-2000:]
+            time.sleep(0.2)
+        loaded = [json.loads(x) for x in timings.read_text().splitlines() if json.loads(x)["kind"] == "preload"]
+        assert len(loaded) == 1, timings.read_text()
+        imported = loaded[0]["at"] - loaded[0]["s"]  # unix time the preload's imports ended (its model load began)
+        assert charts[0][0] < imported, (charts[0][0] - imported, server.log_text()[-2000:])
+        assert charts[0][1] == ["scatter"]

@@ -69,6 +69,24 @@ print(lm.name, lm.n_heads, lm.n_layers())
     assert [x["kind"] for x in lines] == ["preload"] and lines[0]["s"] > 0
 
 
+def test_charts_import_first_and_alone() -> None:
+    """import_charts (what a page's early chart needs, serve/early.py) imports plotly and the pandas it reads
+    whole, and neither torch nor transformers; import_heavy then imports the rest. A fresh process, as a server's."""
+    code = """
+import sys
+from mha_viz.serve import start
+assert start.importing()
+start.import_charts()
+assert "plotly.tools" in sys.modules and "pandas" in sys.modules and hasattr(sys.modules["pandas"], "Series")
+assert not any(m in sys.modules for m in ("torch", "transformers", "mha_viz.ui")), "heavy with the charts"
+assert start.importing()
+start.import_heavy()
+assert not start.importing() and all(m in sys.modules for m in start.HEAVY)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_preload_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(server_start.OFF, "1")
     assert server_start.start() is None

@@ -7,7 +7,8 @@ nothing heavy), so the server answers at once; the heavy imports happen in the t
 call to the model's cache waits for this load instead of starting another (one lock per cache key). The
 garbage collector is paused meanwhile (mha_viz/runtime/gcpause.py). Its first step, import_heavy(), is also what every
 page run does before importing the dashboard: one thread imports torch, transformers, plotly and pandas while
-the others wait, so no page sees a half-imported module (issue 21 §2.4).
+the others wait, so no page sees a half-imported module (issue 21 §2.4). It imports what a chart needs first
+(import_charts), so a page may send a chart while the rest imports (early.py).
 
 MHA_VIZ_NO_PRELOAD=1 turns it off: then the first page loads what it needs, as under `streamlit run` of a plain
 script. With MHA_VIZ_TIMINGS set, the load is one line of kind "preload" (mha_viz/ui/timing.py): ``at`` is when
@@ -62,13 +63,37 @@ def start() -> threading.Thread | None:
 # and reads it from sys.modules without waiting for another thread's import to finish ("partially initialized
 # module 'pandas' has no attribute 'Series'"); transformers' lazy attributes (AutoConfig) raced the same way
 # while the preload imported transformers and the first page loaded another model.
-HEAVY = ("numpy", "pandas", "pyarrow", "torch", "transformers", "plotly", "plotly.graph_objects", "plotly.io",
-         "plotly.subplots", "mha_viz.figures", "mha_viz.ui")  # fmt: skip
+# CHARTS first, on their own: what a chart needs (plotly, and what plotly reads from sys.modules), so that a page can
+# send a chart while the rest imports (early.py: the browser fetches Plotly's code meanwhile).
+CHARTS = ("numpy", "pandas", "pyarrow", "plotly", "plotly.graph_objects", "plotly.io", "plotly.subplots",
+          "plotly.tools")  # fmt: skip
+HEAVY = (*CHARTS, "torch", "transformers", "mha_viz.figures", "mha_viz.ui")
 _LAZY = {"transformers": ("AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoModelForSeq2SeqLM", "AutoTokenizer",
                           "PreTrainedModel")}  # fmt: skip
 _PLOTLY_OPTIONAL = ("numpy", "pandas", "orjson")  # what plotly's validators ask _plotly_utils for, lazily
 _IMPORT_LOCK = threading.Lock()
-_imported = threading.Event()
+_charts = threading.Event()  # CHARTS imported
+_imported = threading.Event()  # HEAVY imported
+
+
+def import_charts() -> None:
+    """Import CHARTS once per process, one thread at a time (as import_heavy). A page may draw a chart after it
+    while another thread imports the rest of HEAVY: plotly then finds pandas and numpy whole."""
+    if _charts.is_set():
+        return
+    with _IMPORT_LOCK, gc_paused():
+        if not _charts.is_set():
+            _import(CHARTS)
+            from _plotly_utils.optional_imports import get_module
+
+            for name in _PLOTLY_OPTIONAL:
+                get_module(name)
+            _charts.set()
+
+
+def importing() -> bool:
+    """Whether HEAVY is not imported yet in this process (a page would wait for it)."""
+    return not _imported.is_set()
 
 
 def import_heavy() -> None:
@@ -77,18 +102,18 @@ def import_heavy() -> None:
     it before importing the dashboard (app.py), which then costs nothing."""
     if _imported.is_set():
         return
+    import_charts()
     with _IMPORT_LOCK, gc_paused():
-        if _imported.is_set():
-            return
-        for name in HEAVY:
-            module = importlib.import_module(name)
-            for attr in _LAZY.get(name, ()):
-                getattr(module, attr)
-        from _plotly_utils.optional_imports import get_module
+        if not _imported.is_set():
+            _import(HEAVY)
+            _imported.set()
 
-        for name in _PLOTLY_OPTIONAL:
-            get_module(name)
-        _imported.set()
+
+def _import(names: tuple[str, ...]) -> None:
+    for name in names:
+        module = importlib.import_module(name)
+        for attr in _LAZY.get(name, ()):
+            getattr(module, attr)
 
 
 def _load() -> None:

@@ -8,9 +8,11 @@ from mha_viz.runtime import before_torch
 before_torch()  # torch's threads per request (MHA_VIZ_TORCH_THREADS; 1 when hosted), huge pages; before torch loads
 
 if __name__ == "__main__":
-    from mha_viz.serve.start import import_heavy
+    from mha_viz.serve.early import page_imports
 
-    import_heavy()  # one thread imports torch, plotly, pandas...; concurrent first pages wait (issue 21 §2.4)
+    # one thread imports torch, plotly, pandas...; concurrent first pages wait (issue 21 §2.4), a cold server's
+    # with a tiny chart drawn meanwhile: the browser fetches Plotly's code during the wait (serve/early.py)
+    page_imports()
     from mha_viz.ui import main
 
     main()
