@@ -78,17 +78,23 @@ _imported = threading.Event()  # HEAVY imported
 
 def import_charts() -> None:
     """Import CHARTS once per process, one thread at a time (as import_heavy). A page may draw a chart after it
-    while another thread imports the rest of HEAVY: plotly then finds pandas and numpy whole."""
-    if _charts.is_set():
-        return
-    with _IMPORT_LOCK, gc_paused():
-        if not _charts.is_set():
-            _import(CHARTS)
-            from _plotly_utils.optional_imports import get_module
+    while another thread imports the rest of HEAVY: plotly then finds pandas and numpy whole. A thread that finds
+    the lock held waits for CHARTS (the event), not for the lock: the holder takes the lock again for HEAVY at
+    once (a lock is not fair), and a page that waited for it waited for every import (tests/test_server_ready)."""
+    while not _charts.is_set():
+        if not _IMPORT_LOCK.acquire(timeout=0.05):
+            continue  # the holder imports CHARTS first: the event says when they are whole
+        try:
+            with gc_paused():
+                if not _charts.is_set():
+                    _import(CHARTS)
+                    from _plotly_utils.optional_imports import get_module
 
-            for name in _PLOTLY_OPTIONAL:
-                get_module(name)
-            _charts.set()
+                    for name in _PLOTLY_OPTIONAL:
+                        get_module(name)
+                    _charts.set()
+        finally:
+            _IMPORT_LOCK.release()
 
 
 def importing() -> bool:
