@@ -58,7 +58,7 @@ def minilm():
     """The real bundled all-MiniLM-L6-v2 (loaded once per test session)."""
     from mha_viz.models.load import load_model
 
-    return load_model(None, "cpu")
+    return _held_by_the_session(load_model(None, "cpu"))
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +66,41 @@ def smollm2():
     """The real bundled SmolLM2-135M (loaded once per test session: 30 layers, the heaviest load of the suite)."""
     from mha_viz.models.load import load_model
 
-    return load_model("smollm2")
+    return _held_by_the_session(load_model("smollm2"))
+
+
+SESSION_MODELS: list = []  # the minilm/smollm2 fixtures' models: pytest holds them until the run ends
+
+
+def _held_by_the_session(lm):
+    SESSION_MODELS.append(lm)
+    return lm
+
+
+def let_go_of_session_models() -> None:
+    """Take this run's session models out of the dashboard's process-wide model store (mha_viz.ui.cache_pass.MODELS)
+    and its list of dropped models (mha_viz.ui.memo._DROPPED), without counting them as dropped. ``loaded_once``
+    (the app's load answered by the fixture) and tests that seed the store with ``smollm2`` put them there; a later
+    test's fourth model then evicted one, which pytest still held: memo.dropped_alive() counted it for the rest of
+    the worker (a test expecting 1 saw 2 in CI) and every later page collected the whole heap (memo.collect_garbage)."""
+    import sys
+
+    store, memo = sys.modules.get("mha_viz.ui.cache_pass"), sys.modules.get("mha_viz.ui.memo")
+    if not SESSION_MODELS or store is None or memo is None:
+        return
+    ours = {id(lm) for lm in SESSION_MODELS}
+    with store.MODELS._lock:
+        for key in [k for k, lm in store.MODELS._models.items() if id(lm) in ours]:
+            del store.MODELS._models[key]
+    with memo._GC_LOCK:
+        memo._DROPPED[:] = [r for r in memo._DROPPED if id(r()) not in ours]
+
+
+@pytest.fixture(autouse=True)
+def _session_models_leave_the_app_store():
+    """After each test: the session models are not the dashboard's (let_go_of_session_models)."""
+    yield
+    let_go_of_session_models()
 
 
 @pytest.fixture

@@ -148,10 +148,42 @@ def _artifact_name(node_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", node_name).strip("_") or "test"
 
 
+# Counts the page's script runs (transitions of stApp's script state to "running") from the page's first element on,
+# so that wait_for_run knows a run started even when it was over before the test looked (it waited a fixed second).
+RUN_COUNTER = """(() => {
+  window.__mhaLoad = Math.random();
+  window.__mhaRuns = 0;
+  const watch = () => {
+    const app = document.querySelector("[data-testid='stApp']");
+    if (!app) return false;
+    let last = app.getAttribute("data-test-script-state");
+    if (last === "running") window.__mhaRuns++;
+    new MutationObserver(() => {
+      const now = app.getAttribute("data-test-script-state");
+      if (now !== last && now === "running") window.__mhaRuns++;
+      last = now;
+    }).observe(app, {attributes: true, attributeFilter: ["data-test-script-state"]});
+    return true;
+  };
+  const start = () => {
+    if (!watch()) new MutationObserver((_, seen) => watch() && seen.disconnect()).observe(
+      document.documentElement, {childList: true, subtree: true});
+  };
+  if (document.documentElement) start(); else document.addEventListener("DOMContentLoaded", start);
+})()"""
+
+
+def new_context(browser: Browser, **options) -> BrowserContext:
+    """A browser context (VIEWPORT unless given) whose pages count their script runs (RUN_COUNTER, for wait_for_run)."""
+    ctx = browser.new_context(**{"viewport": VIEWPORT, **options})
+    ctx.add_init_script(RUN_COUNTER)
+    return ctx
+
+
 @pytest.fixture(scope="session")
 def context(browser: Browser) -> Iterator[BrowserContext]:
     """One browser context for the session, so Streamlit's and Plotly's scripts are fetched once."""
-    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx = new_context(browser)
     yield ctx
     ctx.close()
 
@@ -177,9 +209,26 @@ def page(context: BrowserContext, request: pytest.FixtureRequest) -> Iterator[Pa
     pg.close()
 
 
+_RUNS_SEEN: dict[int, tuple[float, int]] = {}  # id(page) -> (its document's load id, its runs) at the last wait
+
+
 def wait_for_run(page: Page) -> None:
-    """Wait until the script run triggered by the last action is over and everything is drawn."""
+    """Wait until the script run triggered by the last action is over and everything is drawn.
+
+    In a context made by new_context the page counts its runs: the wait is for one more run than at the last wait (or
+    a first run of a newly loaded document), however quickly it ended; an action that starts no run costs a second.
+    Elsewhere: up to a second for the state to leave "notRunning" (a run over by then was missed: a second lost)."""
+    seen = _RUNS_SEEN.get(id(page), (None, 0))
+    started = (
+        "([load, seen]) => window.__mhaRuns === undefined || window.__mhaRuns > (window.__mhaLoad === load ? seen : 0)"
+    )
     with contextlib.suppress(PlaywrightTimeoutError):  # the state stays "notRunning" until the rerun starts
-        page.locator(f"{APP}:not({NOT_RUNNING})").wait_for(state="attached", timeout=1000)
+        page.wait_for_function(started, arg=list(seen), timeout=1000, polling=50)
+    counted = page.evaluate("() => window.__mhaRuns === undefined ? null : [window.__mhaLoad, window.__mhaRuns]")
+    if counted is None:
+        with contextlib.suppress(PlaywrightTimeoutError):
+            page.locator(f"{APP}:not({NOT_RUNNING})").wait_for(state="attached", timeout=1000)
+    else:
+        _RUNS_SEEN[id(page)] = tuple(counted)
     expect(page.locator(f"{APP}{NOT_RUNNING}")).to_be_attached(timeout=RUN_TIMEOUT_MS)
     expect(page.locator("[data-testid='stSkeleton']").filter(visible=True)).to_have_count(0, timeout=RENDER_TIMEOUT_MS)

@@ -143,13 +143,17 @@ def test_every_tab_renders(page: Page, app_url: str) -> None:
             expect(page).to_have_url(re.compile(rf"[?&]view={re.escape(quote_plus(name))}(&|$)"))
 
 
-def test_head_count_selector_regroups_the_heads(page: Page, app_url: str) -> None:
-    open_app(page, app_url, "?view=Overview")  # a light view to start from (Heads is the slowest to draw)
-    open_tab(page, "Head count")
-    chart = first_chart(page)
-    expect(heatmaps(chart)).to_have_count(12, timeout=RENDER_TIMEOUT_MS)
+def test_url_restores_tab_and_head_count_and_the_selector_regroups_the_heads(page: Page, app_url: str) -> None:
+    """A link with a view and a head count opens both; the selector then regroups the heads and writes the link.
+    (One page for what two tests opened: the tab switch to Head count is test_every_tab_renders'.)"""
+    open_app(page, app_url, "?view=Head+count&hc=6")
+    expect(page.get_by_role("tab", name="Head count", exact=True)).to_have_attribute("aria-selected", "true")
     select = page.get_by_role("combobox", name="Head count")
-    expect(select).to_have_value("12")
+    expect(select).to_have_value("6")
+    chart = first_chart(page)
+    expect(heatmaps(chart)).to_have_count(6, timeout=RENDER_TIMEOUT_MS)
+    expect(chart.locator(".annotation-text")).to_have_text(head_titles(6))
+
     select.click()
     expect(page.get_by_role("option")).to_have_text(["1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64"])
     page.get_by_role("option", name="4", exact=True).click()
@@ -159,15 +163,6 @@ def test_head_count_selector_regroups_the_heads(page: Page, app_url: str) -> Non
     expect(chart.locator(".annotation-text")).to_have_text(head_titles(4))
     expect(page).to_have_url(re.compile(r"[?&]hc=4(&|$)"))
     expect(page.locator(EXCEPTION)).to_have_count(0)
-
-
-def test_url_restores_tab_and_head_count(page: Page, app_url: str) -> None:
-    open_app(page, app_url, "?view=Head+count&hc=6")
-    expect(page.get_by_role("tab", name="Head count", exact=True)).to_have_attribute("aria-selected", "true")
-    expect(page.get_by_role("combobox", name="Head count")).to_have_value("6")
-    chart = first_chart(page)
-    expect(heatmaps(chart)).to_have_count(6, timeout=RENDER_TIMEOUT_MS)
-    expect(chart.locator(".annotation-text")).to_have_text(head_titles(6))
 
 
 # A click on an Overview tile and on a cell of the Heads grid: tests/e2e/test_shared_url.py opens the head that way and

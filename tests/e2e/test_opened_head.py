@@ -11,13 +11,13 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from e2e.browser_helpers import EXCEPTION, click_grid_cell, expect_heads_view, open_app, open_tab
-from e2e.conftest import RENDER_TIMEOUT_MS, VIEWPORT, wait_for_run
+from e2e.conftest import RENDER_TIMEOUT_MS, new_context, wait_for_run
 
 
 @pytest.fixture
 def fresh(browser: Browser) -> Iterator[Page]:
     """A page in a new browser context: a new Streamlit session, nothing shared but the link."""
-    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx = new_context(browser)
     yield ctx.new_page()
     ctx.close()
 
@@ -25,7 +25,7 @@ def fresh(browser: Browser) -> Iterator[Page]:
 @pytest.fixture
 def second(browser: Browser) -> Iterator[Page]:
     """Another page in a browser context of its own (a second shared link)."""
-    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx = new_context(browser)
     yield ctx.new_page()
     ctx.close()
 

@@ -24,7 +24,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from e2e.browser_helpers import EXCEPTION, first_chart, heatmaps
-from e2e.conftest import RENDER_TIMEOUT_MS, ROOT, VIEWPORT, _free_port, _stop, _tail, serve_app, wait_for_run
+from e2e.conftest import RENDER_TIMEOUT_MS, ROOT, _free_port, _stop, _tail, new_context, serve_app, wait_for_run
 from mha_viz.serve.ready import probe
 
 CONFIG = ROOT / "deploy" / "haproxy.cfg"
@@ -114,7 +114,7 @@ def proxied(replicas: list[str]) -> Iterator[str]:
 
 
 def test_two_browsers_two_replicas_each_keeps_its_own(browser: Browser, proxied: str) -> None:
-    contexts = [browser.new_context(viewport=VIEWPORT, accept_downloads=True) for _ in range(2)]
+    contexts = [new_context(browser, accept_downloads=True) for _ in range(2)]
     try:
         media: dict[str, str] = {}  # replica -> a media URL made there
         for ctx, word in zip(contexts, ("tired", "wide"), strict=True):  # other texts: other files (media ids

@@ -15,13 +15,13 @@ from e2e.browser_helpers import (
     open_app,
     open_tab,
 )
-from e2e.conftest import RENDER_TIMEOUT_MS, VIEWPORT, wait_for_run
+from e2e.conftest import RENDER_TIMEOUT_MS, new_context, wait_for_run
 
 
 @pytest.fixture
 def fresh(browser: Browser) -> Iterator[Page]:
     """A page in a new browser context: no cookies, no storage, a new Streamlit session."""
-    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx = new_context(browser)
     yield ctx.new_page()
     ctx.close()
 
