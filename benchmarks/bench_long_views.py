@@ -91,16 +91,23 @@ async def one_run(ws: object, query: str, widgets: object = None, fragment: str 
     """Send a rerun (``widgets``: WidgetStates; ``fragment``: that fragment alone) and read until it finishes."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ClientState_pb2 import ClientState
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     msg = BackMsg()
     state = ClientState(query_string=query, fragment_id=fragment)
     if widgets is not None:
         state.widget_states.CopyFrom(widgets)
     msg.rerun_script.CopyFrom(state)
-    out = {"bytes": 0, "errors": [], "sliders": {}, "seconds": 0.0}
-    start = time.perf_counter()
     await ws.send(msg.SerializeToString())
+    return await read_run(ws, timeout)
+
+
+async def read_run(ws: object, timeout: float = 1800) -> dict:
+    """Reads one page run's messages until its script_finished: its time from now, bytes, errors and sliders;
+    ``rerun``: the script asked for a rerun (st.rerun: the server runs the page again by itself, read_run again)."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    out = {"bytes": 0, "errors": [], "sliders": {}, "seconds": 0.0, "rerun": False}
+    start = time.perf_counter()
     async with asyncio.timeout(timeout):
         while True:
             data = await ws.recv()
@@ -110,6 +117,7 @@ async def one_run(ws: object, query: str, widgets: object = None, fragment: str 
             kind = fm.WhichOneof("type")
             if kind == "script_finished":
                 out["seconds"] = time.perf_counter() - start
+                out["rerun"] = fm.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN
                 return out
             if kind != "delta" or fm.delta.WhichOneof("type") != "new_element":
                 continue
@@ -130,7 +138,19 @@ def zoom_state(slider_id: str, lo: int, hi: int) -> object:
     return ws
 
 
-async def measure(url: str, floor_url: str, text: str, layer: int, log: Path | None) -> list[tuple[str, dict]]:
+def spy(pid: int, out: str, seconds: float, settle: float = 1.5) -> subprocess.Popen:
+    """py-spy (in the venv) sampling the server ``pid`` for ``seconds``, every thread, collapsed stacks to ``out``."""
+    spy_bin = Path(sys.executable).with_name("py-spy")
+    cmd = [str(spy_bin), "record", "--pid", str(pid), "--threads", "--idle", "--format", "raw", "--rate", "50",
+           "--duration", str(int(seconds)), "--output", out]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(settle)  # attached before the run starts
+    return proc
+
+
+async def measure(
+    url: str, floor_url: str, text: str, layer: int, log: Path | None, profile: tuple[int, str] | None = None
+) -> list[tuple[str, dict]]:
     def q(**kw: str) -> str:
         return urllib.parse.urlencode({"src": SMOL, "text": text, **kw})
 
@@ -142,10 +162,19 @@ async def measure(url: str, floor_url: str, text: str, layer: int, log: Path | N
     ws, first = await session(url, q(view="Heads", layer=str(layer), head="0"))
     print(f"first Heads run (records the text if needed): {time.perf_counter() - t0:.1f} s, "
           f"errors {first[0]['errors']}", flush=True)  # fmt: skip
-    if log is not None:  # the next run starts the maps ahead (ui/pool_ahead.py); the recording's end is now
-        t_end = time.perf_counter()
-        again = await one_run(ws, q(view="Heads", layer=str(layer), head="0"))
-        rows.append((f"Heads, layer {layer}, the run that starts the maps ahead", again))
+    t_end = time.perf_counter()  # the recording's end
+    if first[0]["rerun"]:  # the recording ends in st.rerun: the server runs the page again by itself (a browser's
+        spied = None if profile is None else spy(*profile, 30, settle=0.0)  # next page; it starts the maps ahead)
+        after = await read_run(ws)
+        rows.append((f"Heads, layer {layer}: the page after the recording (its own rerun)", after))
+        if spied is not None:
+            await asyncio.to_thread(spied.wait)
+            print(f"py-spy: the page after the recording, 30 s from its start, in {profile[1]}", flush=True)
+    if log is not None:  # the maps ahead start from the shown layer outwards: the farthest layer is reached last
+        far = 0 if layer >= 15 else 29
+        got = await one_run(ws, q(view="Heads", layer=str(far), head="0"))
+        rows.append((f"Heads, layer {far} (first draw, before the maps ahead reach it)", got))
+        rows.append((f"Heads, layer {far} (again)", await one_run(ws, q(view="Heads", layer=str(far), head="0"))))
         line = await asyncio.to_thread(ahead_ready, log, 1800)  # the websocket keeps answering pings meanwhile
         print(f"from the recording's end until every layer's maps are ready: {time.perf_counter() - t_end:.1f} s "
               f"(server: {line})", flush=True)  # fmt: skip
@@ -181,6 +210,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--layer", type=int, default=21)
     ap.add_argument("--url", default="")
+    ap.add_argument("--profile", default="", help="py-spy's collapsed stacks of the run after the recording")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped: the servers it started are stopped too
     text = gpl_text(args.tokens)
@@ -195,7 +225,8 @@ def main() -> None:
             log = Path(f"/tmp/bench_long_views_{port}.log")
         fproc, fport = serve("benchmarks/floor_app.py", {})
         procs.append(fproc)
-        rows = asyncio.run(measure(url, f"ws://127.0.0.1:{fport}/_stcore/stream", text, args.layer, log))
+        profile = (procs[0].pid, args.profile) if args.profile and not args.url else None
+        rows = asyncio.run(measure(url, f"ws://127.0.0.1:{fport}/_stcore/stream", text, args.layer, log, profile))
     finally:
         for p in procs:
             p.terminate()
@@ -207,6 +238,13 @@ def main() -> None:
         ok = r["seconds"] <= 2.0 and r["bytes"] / MB <= 15
         print(f"{name:<66} {r['seconds']:9.2f} {r['seconds'] / floor:8.1f} {r['bytes'] / MB:7.2f}  "
               f"{'met' if ok else 'MISSED':>6}  {'; '.join(r['errors']) or '-'}")  # fmt: skip
+    names = [name for name, _ in rows]
+    for slow, fast in [("the page after the recording", "(grid, opened head"), ("before the maps ahead", "(again)")]:
+        a = next((i for i, n in enumerate(names) if slow in n), None)
+        b = next((i for i, n in enumerate(names) if fast in n and a is not None and i > a), None)
+        if a is not None and b is not None:  # a second floor: the same page once all it reads is cached
+            sa, sb = rows[a][1]["seconds"], rows[b][1]["seconds"]
+            print(f"{names[a]}: {sa:.2f} s = {sa / sb:.1f}× the same page cached ({names[b]}: {sb:.2f} s)")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ for float64 input). Torch only, no model. Shapes as mha_viz.tiles: q [b, h, n, d
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -65,13 +65,14 @@ def key_span_bytes(u: torch.Tensor | None, n_k: int) -> tuple[int, int, bool]:
 def pooled_maps(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, fs: Sequence[int], scale: float, softcap: float | None,
     add: torch.Tensor | None, allowed: torch.Tensor | None, sink: bool = False, cells: int = 2**22,
-    chunk: int = 1024,
+    chunk: int = 1024, between: Callable[[], None] | None = None,
 ) -> list[torch.Tensor]:  # fmt: skip
     """Batch item 0's weights exp(s − lse) averaged over f×f tiles for each f in ``fs`` (the last tile on each side may
     be partial: it averages the cells it has), from q, k and the rows' log-sum-exp, in q's precision (float32, or
     float64), one matmul per K head (never repeated; without soft-cap the log-sum-exp is folded in:
     [q · scale, −lse] · [k, 1]ᵀ), then exp: the old function's float32 math. A row that may see no key gets the
-    eager softmax's 1 / n_k on every key (0 with a learned sink).
+    eager softmax's 1 / n_k on every key (0 with a learned sink). ``between()`` is called before each block of rows
+    (the maps computed ahead wait there while a page runs, or raise to stop: pipeline/pool_ahead.py).
     Shapes: q [b, h, n, d], k [b, kv, n_k, d], lse [b, h, n], add and allowed [b|1, h|1, n|1, n_k] or None; returns
     [h, ceil(n/f), ceil(n_k/f)] float32 for each f."""
     h, n = int(q.shape[1]), int(q.shape[-2])
@@ -89,6 +90,8 @@ def pooled_maps(
     chunk = min(n_k, chunk)
     rows = max(1, cells // max(1, h * chunk))
     for r0 in range(0, n, rows):
+        if between is not None:
+            between()
         sl = slice(r0, min(n, r0 + rows))
         r = sl.stop - r0
         ok = None if allowed is None else mask_rows(allowed, sl)[0]  # [h|1, r|1, n_k] bool

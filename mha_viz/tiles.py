@@ -89,18 +89,23 @@ def row_stats(
 def window_weights(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float, softcap: float | None,
     add: torch.Tensor | None, allowed: torch.Tensor | None, sink: bool = False, n_k: int | None = None,
+    dead: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """Exact weights of a window (some query rows × some keys) from the rows' statistics: exp(s − lse). A row that may
     see no key at all gets what the model's eager softmax gives it: 1 / n_k on every key (0 with a learned sink).
+    ``dead``: the rows that see no key of their whole row; None: the rows that see none of the window's keys, right
+    only when the window holds every key its rows may see (a window a row sees none of holds 0s for that row).
     Shapes: q [b, h, r, d] (the window's rows), k [b, kv, c, d] (its keys), lse [b, h, r], add and allowed broadcast to
-    [b, h, r, c] (allowed: the window's part of the mask), n_k the layer's whole key count; returns [b, h, r, c]."""
+    [b, h, r, c] (allowed: the window's part of the mask), n_k the layer's whole key count, dead [b|1, h|1, r];
+    returns [b, h, r, c]."""
     s = scores(q.double(), k.double(), scale, softcap, None if add is None else add.double())
     if allowed is not None:
         s.masked_fill_(~allowed, -math.inf)
     w = torch.exp(s - lse.double().unsqueeze(-1))
     if allowed is None:
         return w.float()
-    return torch.where(dead_rows(allowed).unsqueeze(-1), 0.0 if sink else 1.0 / (n_k or s.shape[-1]), w).float()
+    dead = dead_rows(allowed) if dead is None else dead
+    return torch.where(dead.unsqueeze(-1), 0.0 if sink else 1.0 / (n_k or s.shape[-1]), w).float()
 
 
 def dead_rows(allowed: torch.Tensor) -> torch.Tensor:

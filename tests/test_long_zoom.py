@@ -86,6 +86,7 @@ def _exact_windows(lm: LoadedModel, rec: road.Recording, eager: tuple[torch.Tens
             (slice(0, 40), slice(0, 40)),
             (slice(n - 70, n - 6), slice(n // 3, n - 1)),
             (slice(5, 6), slice(0, n)),
+            (slice(0, 20), slice(n // 2, n // 2 + 20)),  # causal: rows that see none of its keys (0, not 1/n)
         ):
             got = zoom.window(lm, rec, None, layer, Config(), r, k)
             assert got.shape == want[:, r, k].shape

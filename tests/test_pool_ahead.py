@@ -41,15 +41,17 @@ def rec(smollm2: LoadedModel, monkeypatch) -> road.Recording:
 
 
 def _counted(monkeypatch) -> list[int]:
-    """Counts the pooled maps computed (Call.pooled_maps' one pass over a layer's scores), computing them as ever."""
+    """Counts the pooled maps computed (one pass over a layer's scores: a view's Call.pooled_maps, or the job's),
+    computing them as ever."""
     seen: list[int] = []
-    real = call_module.pooled_maps
+    for module in (call_module, pool_ahead_module):
+        real = module.pooled_maps
 
-    def counting(*args, **kwargs):
-        seen.append(1)
-        return real(*args, **kwargs)
+        def counting(*args, _real=real, **kwargs):
+            seen.append(1)
+            return _real(*args, **kwargs)
 
-    monkeypatch.setattr(call_module, "pooled_maps", counting)
+        monkeypatch.setattr(module, "pooled_maps", counting)
     return seen
 
 
@@ -142,3 +144,104 @@ def test_the_job_waits_for_a_page_run(rec) -> None:
         assert job.running and job.layers_done == 0  # nothing while the page runs
     job.join(60)
     assert job.done.is_set() and job.layers_done == len(job.keys)
+
+
+def test_the_job_starts_at_the_shown_layer_and_goes_outwards(smollm2: LoadedModel, rec) -> None:
+    from mha_viz.pipeline.pool_ahead import outwards
+
+    job = PoolAhead(rec, lambda n_q, n_k: (16,), first=21)
+    assert [layer for _, layer in job.keys[:6]] == [21, 20, 22, 19, 23, 18]  # its neighbours open next
+    assert sorted(job.keys) == sorted(rec.run.calls) and len(set(job.keys)) == 30
+    assert outwards([("d", 0), ("d", 1), ("d", 2)], None) == [("d", 0), ("d", 1), ("d", 2)]
+    assert [la for _, la in outwards([("d", i) for i in range(4)], 0)] == [0, 1, 2, 3]
+
+
+def _paused_mid_layer(monkeypatch) -> tuple[list[int], object, object]:
+    """The job's pooled_maps in blocks of 16 rows, its first block's hook held until ``go`` is set (``started`` set
+    there): the test enters a page run while the job is inside a layer. Returns (blocks begun, started, go)."""
+    import threading
+
+    started, go = threading.Event(), threading.Event()
+    blocks: list[int] = []
+    real = pool_ahead_module.pooled_maps
+
+    def in_blocks(q, k, *args, between=None, **kwargs):
+        def hook() -> None:
+            blocks.append(1)
+            if len(blocks) == 2:  # the first block is done: hold here until the page runs
+                started.set()
+                go.wait(30)
+            between()
+
+        return real(q, k, *args, between=hook, cells=int(q.shape[1]) * int(k.shape[-2]) * 16, **kwargs)
+
+    monkeypatch.setattr(pool_ahead_module, "pooled_maps", in_blocks)
+    return blocks, started, go
+
+
+def test_the_job_waits_inside_a_layer_while_a_page_runs(rec, monkeypatch) -> None:
+    """A page run that starts while the job is inside a layer has the cores to itself: the job waits before its next
+    block of rows, not only before its next layer."""
+    blocks, started, go = _paused_mid_layer(monkeypatch)
+    job = PoolAhead(rec, lambda n_q, n_k: (16,)).start()
+    assert started.wait(30)
+    with pool_ahead_module.page_running():
+        go.set()
+        job.join(0.5)
+        assert len(blocks) == 2 and job.layers_done == 0 and job.running  # waiting inside layer 0
+    job.join(60)
+    assert job.done.is_set() and job.error is None and job.layers_done == 30
+    call = rec.run.calls[job.keys[0]]
+    np.testing.assert_allclose(call.pooled[16], call.pooled_maps((16,))[0], atol=1e-7)  # the whole layer 0
+
+
+def test_a_layer_a_page_computed_meanwhile_is_dropped_and_cancel_stops_inside_a_layer(rec, monkeypatch) -> None:
+    blocks, started, go = _paused_mid_layer(monkeypatch)
+    job = PoolAhead(rec, lambda n_q, n_k: (16, 40)).start()
+    assert started.wait(30)
+    first = rec.run.calls[job.keys[0]]
+    with pool_ahead_module.page_running():
+        go.set()
+        job.join(0.3)
+        page = first.pooled_maps((16, 40))  # the page computes the layer the job is inside: kept on the call
+    job.join(60)
+    per_layer = -(-len(rec.tokens.ids) // 16)  # blocks of 16 rows a layer
+    assert job.done.is_set() and job.layers_done == 30
+    assert len(blocks) == 2 + 29 * per_layer  # layer 0 given up after its first block: computed once, by the page
+    np.testing.assert_array_equal(first.pooled[16], page[0])
+    blocks.clear()
+    started.clear()
+    go.clear()
+    for call in rec.run.calls.values():
+        call.pooled.clear()
+    stopped = PoolAhead(rec, lambda n_q, n_k: (16,)).start()
+    assert started.wait(30)
+    stopped.cancel()
+    go.set()
+    stopped.join(10)
+    assert not stopped.running and stopped.layers_done == 0 and len(blocks) == 2  # stopped before its next block
+    assert not any(c.pooled for c in rec.run.calls.values())
+
+
+def test_sessions_on_one_recording_share_its_job(smollm2: LoadedModel, rec, monkeypatch) -> None:
+    import streamlit as st
+
+    from mha_viz.selection import Selection
+    from mha_viz.ui.cache_pass import MODELS, get_recording
+    from mha_viz.ui.pool_ahead import JOB, pool_ahead
+
+    config = Config(model="smollm2")
+    MODELS.get((config.model_name, config.model_device), lambda: smollm2)
+    sel = Selection(config, _text(smollm2, 180), None, None, 12)
+    get_recording(*sel.recorded)
+    with pool_ahead_module.page_running():  # the job waits: both sessions see it under way
+        job = pool_ahead(sel)
+        assert job is not None and [la for _, la in job.keys[:3]] == [12, 11, 13]  # from the shown layer
+        del st.session_state[JOB]  # another session on the same recording: the same job, not a second one
+        assert pool_ahead(sel) is job
+        job.cancel()  # the first session went to another text: the second one's next run starts it again
+        again = pool_ahead(sel)
+        assert again is not job and again.running and not again.cancelled
+    again.join(60)
+    assert again.done.is_set() and not job.running
+    del st.session_state[JOB]

@@ -17,7 +17,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import rows as long_rows
 from mha_viz.pipeline.road import Recording, check_match
 from mha_viz.pooling import block_means
-from mha_viz.tiles import allowed_of, row_lse, window_weights
+from mha_viz.tiles import allowed_of, dead_rows, row_lse, window_weights
 from mha_viz.trace import MhaVizError
 
 
@@ -46,9 +46,10 @@ def call_window(call: Call, rows: slice, keys: slice) -> torch.Tensor:
     """Batch item 0's exact weights of ``rows`` × ``keys`` from q, k and the rows' statistics.
     Shapes: returns [h, r, c] float32."""
     allowed = None if call.allowed is None else allowed_of(call.allowed)
+    whole = _part(allowed, rows, slice(None))  # the rows' whole mask: a row is dead if it sees no key at all
     return window_weights(call.q[:1, :, rows], call.k[:1, :, keys], _lse(call, rows), call.scaling, call.softcap,
                           _part(call.bias, rows, keys), _part(allowed, rows, keys), call.sink is not None,
-                          int(call.k.shape[-2]))[0]  # fmt: skip
+                          int(call.k.shape[-2]), None if whole is None else dead_rows(whole))[0]  # fmt: skip
 
 
 def window(

@@ -42,9 +42,9 @@ def get_focus_column(sel: Selection, k: int, queries: tuple[int, ...] | None = N
 
 @sized_cache(max_entries=16, max_mb=16)
 def _focus_column(sel: Selection, k: int, queries: tuple[int, ...] | None) -> np.ndarray:
-    from mha_viz.pipeline import rows
+    from mha_viz.pipeline import focus_column  # a long recording's column from its statistics, not whole rows
 
-    return rows.focus_column(model_of(sel.config), recording_of(sel), sel.part, sel.config, k, queries)
+    return focus_column.focus_column(model_of(sel.config), recording_of(sel), sel.part, sel.config, k, queries)
 
 
 _TOLD: ContextVar[Callable[[int, int], None] | None] = ContextVar("mha_viz_pooling_progress", default=None)

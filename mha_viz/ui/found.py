@@ -17,7 +17,7 @@ from mha_viz.analysis.opening import opening_choice, opening_pair
 from mha_viz.pipeline.road import encode
 from mha_viz.selection import Selection
 from mha_viz.trace import MhaVizError
-from mha_viz.ui.cache import model_of, provisional
+from mha_viz.ui.cache import get_recording, is_recorded, model_of, provisional
 from mha_viz.ui.cache_rows import get_focus_column
 from mha_viz.ui.links import plain
 
@@ -65,7 +65,11 @@ def found_head(sel: Selection) -> Found | None:
     try:
         lm = model_of(sel.config)
         part = lm.part(sel.part)
-        tokens, target_tokens = encode(lm, sel.text, sel.target)  # the recording's query tokens, without recording
+        if is_recorded(sel):  # its tokens (a long text's: tokenizing 8,192 tokens again took ~0.5 s of every page)
+            rec = get_recording(*sel.recorded)
+            tokens, target_tokens = rec.tokens, rec.target
+        else:
+            tokens, target_tokens = encode(lm, sel.text, sel.target)  # the recording's tokens, without recording
         labels = (tokens if part == "encoder" or target_tokens is None else target_tokens).labels
         pair = opening_pair(labels)  # the one opening rule (analysis.opening), as the Lesson, Lines and show use
         if pair is None:
