@@ -140,3 +140,24 @@ def test_cli_long_refuses_bad_input_in_one_line(tmp_path, capsys) -> None:
     assert main(["long", "--text-file", str(tmp_path / "t.txt"), "--depths", "0.5,2", "--out", str(tmp_path / "h.csv"),
                  "--max-tokens", "64"]) != 0  # fmt: skip
     assert "between 0 and 1" in capsys.readouterr().err
+
+
+def test_shares_under_a_sliding_window_shorter_than_the_text_equal_the_eager_weights() -> None:
+    """Rows past the window see none of the first keys: their sink share is 0, not the 1/n an eager softmax gives a
+    row that sees no key at all (tiles.window_weights' ``dead``: dead over the row's whole mask, not the window's)."""
+    from tile_models import _eager_pass, _model, _tiled_pass
+
+    model, n, w, sinks = _model("mistral"), 100, 8, 4  # sliding window 24 < 100
+    ids, mask = (t[:1] for t in _batch_of(n))
+    _, calls = _tiled_pass(model, ids, mask, block=4 * n * 9)
+    theirs = _eager_pass(model, ids, mask).attentions
+    for layer, (call, weights) in enumerate(zip(calls, theirs, strict=True)):
+        got = layer_shares(call, 10, w=w, sinks=sinks)  # [5, h]
+        want_sink = weights[0].double()[..., :sinks].sum(-1).mean(-1)
+        assert np.allclose(got[0], want_sink.numpy(), atol=TOL), (layer, got[0], want_sink)
+
+
+def _batch_of(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    from tile_models import _batch
+
+    return _batch(n)
