@@ -224,3 +224,31 @@ def test_a_cold_servers_first_page_sends_a_chart_while_the_preload_still_imports
         imported = loaded[0]["at"] - loaded[0]["s"]  # unix time the preload's imports ended (its model load began)
         assert charts[0][0] < imported, (charts[0][0], imported, server.log_text()[-3000:])
         assert charts[0][1] == ["scatter"]
+
+
+def test_probe_says_no_when_a_503s_body_never_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loaded server that sends a 503's head but not its body within the probe's timeout: "not ready", no
+    traceback (reading the body raised TimeoutError out of the HTTPError handler)."""
+    import socket
+    import threading
+
+    monkeypatch.setattr(ready, "PROBE_TIMEOUT_S", 0.5)
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 40\r\n\r\nnot")
+            stop.wait(5)  # the rest of the body never comes
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        ok, answer_text = ready.probe(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+    assert not ok and answer_text.startswith("503: (its body unread")

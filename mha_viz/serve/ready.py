@@ -63,7 +63,10 @@ def probe(url: str = DEFAULT_URL) -> tuple[bool, str]:
             body = resp.read().decode(errors="replace").strip()
             return resp.status == 200 and body == "ok", body
     except urllib.error.HTTPError as e:
-        return False, f"{e.code}: {e.read().decode(errors='replace').strip()}"
+        try:  # the body of a 503 can time out too, under load
+            return False, f"{e.code}: {e.read().decode(errors='replace').strip()}"
+        except OSError as read_error:
+            return False, f"{e.code}: (its body unread: {read_error})"
     except OSError as e:
         return False, f"no answer: {e}"
 
