@@ -1,6 +1,7 @@
 """SmolLM2's whole window in tiles: memory and time of a long recording against the model's own pass (issue 38 §2).
 
-Run:  python benchmarks/bench_long_tiles.py [--tokens 8192 2048] [--layer 9] [--device cuda]
+Run:  python benchmarks/bench_long_tiles.py [--tokens 8192 2048] [--layer 9] [--device cuda] [--busy 2]
+(``--busy N``: every step with N processes beside it that keep a core busy each, a shared user's machine)
 Each step runs in a fresh process (its own peak memory): for each length,
   floor        the model's own forward pass with SDPA (no attention weights), the last position's logits only;
   record       mha-viz's whole recording (pipeline.road.record: every layer tiled: the fused kernel, q, k, v, the
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 STEPS = ("floor", "record", "floor_layer", "first")
 WORDS = ("animal", "street", "river", "teacher", "garden", "engine", "letter", "window", "market", "doctor")
 
@@ -146,6 +148,20 @@ def one(step: str, n: int, layer: int, device: str = "cpu") -> dict:
     }
 
 
+def median_run(runs: list[dict]) -> dict:
+    """One step's runs as one: the median of each number (seconds, CPU seconds, peaks, load)."""
+    import statistics
+
+    return {k: statistics.median(r[k] for r in runs) if isinstance(v, float) else v for k, v in runs[0].items()}
+
+
+def paired(runs: dict[str, list[dict]]) -> float:
+    """The median over turns of first / floor_layer seconds, each pair run one after the other (a drifting load)."""
+    import statistics
+
+    return statistics.median(a["s"] / b["s"] for a, b in zip(runs["first"], runs["floor_layer"], strict=True))
+
+
 def clock(device: str) -> tuple[float, float]:
     """(wall, this process's CPU seconds), the GPU's queued work finished first."""
     if device.startswith("cuda"):
@@ -162,18 +178,35 @@ def main() -> None:
     ap.add_argument("--one", default="")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (the model and inputs on the GPU)")
     ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=STEPS, help="the steps to run (default: all)")
+    ap.add_argument("--busy", type=int, default=0, help="processes beside every step that keep a core busy each")
+    ap.add_argument("--repeats", type=int, default=1, help="the steps run this many times in turn (medians printed)")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one, args.tokens[0], args.layer, args.device)))
         return
+    from harness import Busy
+
+    with Busy(args.busy):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     for n in args.tokens:
-        got = {}
-        for step in args.steps:
-            cmd = [sys.executable, __file__, "--one", step, "--tokens", str(n), "--layer", str(args.layer),
-                   "--device", args.device]  # fmt: skip
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-            got[step] = json.loads(out)
-            print(json.dumps(got[step]), flush=True)
+        runs: dict[str, list[dict]] = {}
+        for _ in range(args.repeats):  # in turn: a load that drifts weighs on every step alike
+            for step in args.steps:
+                cmd = [sys.executable, __file__, "--one", step, "--tokens", str(n), "--layer", str(args.layer),
+                       "--device", args.device]  # fmt: skip
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+                runs.setdefault(step, []).append(json.loads(out))
+                print(json.dumps(runs[step][-1]), flush=True)
+        got = {step: median_run(got) for step, got in runs.items()}
+        if {"floor_layer", "first"} <= set(got) != set(STEPS):
+            fl, fi = got["floor_layer"], got["first"]
+            print(f"{n} tokens: first view {fi['s']:.1f} s ({fi['cpu_s']:.1f} CPU s) vs pass to layer {args.layer} "
+                  f"{fl['s']:.1f} s ({fl['cpu_s']:.1f} CPU s): ratio {fi['s'] / fl['s']:.2f} (target <= 1.25), CPU "
+                  f"{fi['cpu_s'] / fl['cpu_s']:.2f}; median of each turn's own ratio {paired(runs):.2f}; {args.busy} "
+                  "busy processes beside it", flush=True)  # fmt: skip
         if set(got) != set(STEPS):
             continue
         rec, first = got["record"], got["first"]
@@ -186,7 +219,8 @@ def main() -> None:
               f"model; SDPA pass peak {got['floor']['peak_gb']:.2f} GB; target <= 2.5 GB); self-check "
               f"max |diff| {rec['delta']:.1e}; fused calls {rec['fused']}/{rec['calls']} (first view: "
               f"{first['fused']}/{first['calls']}); one layer's pooled map on demand (not in the recording) "
-              f"{rec.get('pooled_layer_cpu_s', float('nan')):.1f} CPU s; load average {rec['load']:.1f}",
+              f"{rec.get('pooled_layer_cpu_s', float('nan')):.1f} CPU s; load average {rec['load']:.1f}; "
+              f"{args.busy} busy processes beside it",
               flush=True)  # fmt: skip
 
 

@@ -114,3 +114,38 @@ def test_adapt_now_looks_at_the_last_moment_only(monkeypatch, torch_threads) -> 
     monkeypatch.setattr(threads, "_last", (0.0, 0.0, 0.0))
     torch.set_num_threads(2)
     assert threads.adapt_now() == 4 and torch.get_num_threads() == 4
+
+
+def test_a_look_too_soon_reads_nothing(monkeypatch) -> None:
+    """Within LOOK_WINDOW_S of the last look, adapt keeps the last decision without reading /proc/stat (a read costs
+    about 1 ms on a busy machine; the app looks before every page run and after every layer of a long pass)."""
+    _unfixed(monkeypatch)
+    clock = [1000.0]
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    reads, sample = [], threads._sample
+
+    def counted():
+        reads.append(clock[0])
+        return sample()  # the real /proc/stat, at the test's clock
+
+    monkeypatch.setattr(threads, "_sample", counted)
+    assert threads.others_busy() is None and reads == [1000.0]  # the first look: nothing to compare with yet
+    clock[0] += threads.LOOK_WINDOW_S / 2
+    assert threads.adapt() is None and reads == [1000.0]  # too soon: nothing read
+    clock[0] += threads.LOOK_WINDOW_S
+    assert threads.others_busy() is not None and len(reads) == 2  # a window later: read and measured
+
+
+def test_one_thread_runs_torch_on_one_thread_and_gives_the_count_back(torch_threads) -> None:
+    torch = torch_threads
+    torch.set_num_threads(2)
+    x = torch.randn(64, 512)
+    with threads.one_thread():
+        assert torch.get_num_threads() == 1
+        with threads.one_thread():  # nested: still one, and the outer block's count is not lost
+            inner = x @ x.T
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2 and torch.allclose(inner, x @ x.T)
+    with pytest.raises(ValueError), threads.one_thread():
+        raise ValueError("the block failed")
+    assert torch.get_num_threads() == 2  # given back on the way out of a failing block too

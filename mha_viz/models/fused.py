@@ -1,6 +1,7 @@
 """A long attention call in one fused kernel where the model's attention is plain scaled-dot-product attention: the
 output and each row's log-sum-exp from torch's flash attention (never a [h, n, n]), checked against the model's own
-eager attention on TILE_CHECK_ROWS rows of the call, spread evenly, first and last included (on their keys only).
+eager attention on TILE_CHECK_ROWS rows of the call, spread evenly, first and last included (on their keys only), on
+one thread (runtime.threads.one_thread: dozens of small operations); a call nothing records checks its output only.
 Pooled tile maps are not made here: tiles.pooled recomputes any from q, k and the log-sum-exp. A call that is anything
 else (soft-capping, learned sinks, a position bias, dropout, a bool mask the model's eager function would be given as
 is, a row that sees no key, an eager function mha-viz does not know) returns None: models/tiled.py's eager blocks run
@@ -17,6 +18,7 @@ import torch
 from mha_viz.config import TILE_FUSED_TOL
 from mha_viz.models.masks import additive
 from mha_viz.models.tiled import Tiled, check_rows_of, check_span
+from mha_viz.runtime.threads import one_thread
 from mha_viz.tiles import allowed_of, key_span, query_blocks
 
 # the eager functions whose source is plain attention: softmax(q kᵀ · scaling + mask) v (Llama's is copied by most
@@ -61,8 +63,12 @@ def plain_scale(eager: Callable, module: torch.nn.Module, named: dict, kwargs: d
 
 
 def _heads(t: torch.Tensor, h: int) -> torch.Tensor:
-    """K/V heads repeated for their query heads (GQA), as the eager repeat_kv. Shapes: [b, kv, n, d] -> [b, h, n, d]."""
-    return t if t.shape[1] == h else t.repeat_interleave(h // t.shape[1], dim=1)
+    """K/V heads repeated for their query heads (GQA), as the eager repeat_kv, where the kernel needs them: the CPU's
+    flash kernel reads query head i's K/V from head i // (h / kv) itself (as the model's SDPA pass gives it them),
+    no copy. Shapes: [b, kv, n, d] -> [b, h, n, d] on CUDA, as is on the CPU."""
+    if t.shape[1] == h or t.device.type == "cpu":
+        return t
+    return t.repeat_interleave(h // t.shape[1], dim=1)
 
 
 def is_causal(mask: torch.Tensor, n: int, n_k: int, rows: int = 256) -> bool:
@@ -119,7 +125,8 @@ def fused_call(
         return None
     if mask is not None and mask.dtype == torch.bool and not getattr(eager, "converts_bool", False):
         return None  # eager would be given the bool mask as is
-    tril = mask is not None and causal_once({} if seen is None else seen, mask, n, n_k)
+    with one_thread():  # many small operations: one thread (runtime.threads.one_thread)
+        tril = mask is not None and causal_once({} if seen is None else seen, mask, n, n_k)
     mask = None if mask is None else mask[..., :n_k]
     per = query_blocks(n, h, n_k, cells)[0].stop
     blocks = [slice(r, min(n, r + per)) for r in range(0, n, per)]
@@ -143,7 +150,8 @@ def fused_call(
     out = out.transpose(1, 2).contiguous()  # [b, n, h, d] as eager
     idx = check_rows_of(n, check_rows)  # the call's check rows, spread evenly (one eager call on their keys)
     lse = lse.double()  # [b, h, n]
-    worst = check_span(eager, module, query, key, value, mask, args, kwargs, named, idx, out, lse, cells)
+    with one_thread():  # a few rows' many small operations (on a busy machine 5× faster than on every core)
+        worst = check_span(eager, module, query, key, value, mask, args, kwargs, named, idx, out, lse, cells, keep)
     if worst[0] > TILE_FUSED_TOL or worst[0] != worst[0]:
         return None  # not the model's attention after all: its eager blocks run it
     if not keep:

@@ -134,12 +134,13 @@ def check_rows_of(r: int, check_rows: int) -> torch.Tensor:
 def check_span(
     eager: Callable, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     mask: torch.Tensor | None, args: tuple, kwargs: dict, named: dict, idx: torch.Tensor, out: torch.Tensor,
-    lse: torch.Tensor, cells: int,
+    lse: torch.Tensor, cells: int, weights: bool = True,
 ) -> tuple[float, float]:  # fmt: skip
     """A call computed elsewhere (models/fused.py) checked on rows ``idx``: the model's own eager attention on those
     rows alone (a few rows at a time, at most cells / 4 scores, on the keys those rows may see: tiles.key_span; the
     others' weights are exactly 0), its output against ``out`` and its weights against our recomputation and the
-    statistics' (_check). Returns (max |output difference|, the self-check's delta).
+    statistics' (_check; not with ``weights`` False: a call nothing records, only its output checked). Returns
+    (max |output difference|, the self-check's delta: 0.0 without ``weights``).
     Shapes: query [b, h, n, d]; key, value [b, kv, n_k, d]; mask [b|1, 1, n|1, n_k] or None; out [b, n, h, d];
     lse [b, h, n]."""
     _, h, n, d = query.shape
@@ -155,7 +156,9 @@ def check_span(
         k_b, v_b = key[:, :, lo:hi], value[:, :, lo:hi]
         o, w = eager(module, query[:, :, rows], k_b, v_b, mb, *args, **extra)  # [b, r, h, d], [b, h, r, hi - lo]
         out_worst = _worse(out_worst, float((o.detach() - out[:, rows]).abs().max()))
-        worst = _worse(worst, _check(query[:, :, rows], k_b, (w.detach(), 0), mb, None, lse[..., rows], named, d, 0))
+        if weights:
+            theirs = (w.detach(), 0)
+            worst = _worse(worst, _check(query[:, :, rows], k_b, theirs, mb, None, lse[..., rows], named, d, 0))
     return out_worst, worst
 
 

@@ -19,9 +19,11 @@ resized only when that number changes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 from mha_viz.config import hosted
 
@@ -77,6 +79,8 @@ def others_busy(probe: bool = False) -> float | None:
     """Cores that other processes kept busy since the last look (None: too soon to tell, or not measurable).
     With ``probe``, a first look samples PROBE_S."""
     global _last
+    if not probe and _last is not None and time.monotonic() - _last[0] < LOOK_WINDOW_S:
+        return None  # too soon to tell: /proc/stat is not read (about 1 ms a read on a busy machine)
     now = _sample()
     if now is None:
         return None
@@ -121,3 +125,23 @@ def adapt_now() -> int | None:
         return None
     _last = None  # others_busy then samples, waits PROBE_S and samples again
     return adapt(probe=True)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch's work inside the block on one thread (the calling thread's count put back after): many small operations
+    (a long call's check rows, the mask's causality check) cost more in thread hand-overs than they gain, and on a
+    busy machine each hand-over waits for a descheduled thread's next time slice (SmolLM2's first view at 2,048
+    tokens, two busy processes beside it: its check rows took 17 s of a 75 s view on 2 threads, 3 s on one; see
+    docs/long-recording.md). Nested blocks and a count of one already cost nothing."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
