@@ -83,23 +83,8 @@ def _haproxy(app: str) -> Iterator[str]:
 
 async def _first_page(ws_url: str) -> tuple[list[str], list[str]]:
     """A first visit's page run (the default page): the plotly traces' types it drew, and its errors."""
-    traces, errors = [], []
-    async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
-        await ws.send(rerun(""))
-        async with asyncio.timeout(RUN_TIMEOUT_S):
-            while True:
-                msg = ForwardMsg()
-                msg.ParseFromString(await ws.recv())
-                if msg.WhichOneof("type") == "script_finished":
-                    return traces, errors
-                if msg.WhichOneof("type") != "delta" or msg.delta.WhichOneof("type") != "new_element":
-                    continue
-                element = msg.delta.new_element
-                kind = element.WhichOneof("type")
-                if kind == "plotly_chart" and element.plotly_chart.spec:
-                    traces += [t.get("type", "scatter") for t in json.loads(element.plotly_chart.spec).get("data", [])]
-                elif kind == "exception" or (kind == "alert" and element.alert.format == element.alert.ERROR):
-                    errors.append(str(element)[:300])
+    charts, errors = await _timed_first_page(ws_url)
+    return [t for _, types in charts for t in types], errors
 
 
 def test_ready_only_after_the_preload_then_the_first_page_draws_a_heatmap(tmp_path: Path) -> None:
