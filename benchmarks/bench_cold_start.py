@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import CHROMIUM, CHROMIUM_ARGS, FIRST_GRID_JS, ROOT, check_chromium, free_port
+from harness import CHROMIUM, CHROMIUM_ARGS, FIRST_GRID_JS, ROOT, check_chromium, copy_at, free_port
 from playwright.sync_api import sync_playwright
 
 TARGET_S = 6.0
@@ -117,9 +117,7 @@ def copy_app(bytecode: bool, rev: str | None = None) -> Path:
         shutil.copytree(ROOT / ".streamlit", dest / ".streamlit")
         shutil.copytree(ROOT / "mha_viz", dest / "mha_viz", ignore=shutil.ignore_patterns("__pycache__"))
     else:
-        archive = subprocess.run(["git", "archive", rev, "app.py", "mha_viz", ".streamlit"], cwd=ROOT,
-                                 capture_output=True, check=True).stdout  # fmt: skip
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        copy_at(rev, dest)
     shutil.copy2(ROOT / "benchmarks" / "floor_app.py", dest / "floor_app.py")
     if bytecode:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import CHROMIUM, CHROMIUM_ARGS, DONE, ROOT, App, Busy, check_chromium, choose, open_tab, timed, watch
+from harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DONE,
+    ROOT,
+    App,
+    Busy,
+    check_chromium,
+    choose,
+    copy_at,
+    open_tab,
+    timed,
+    watch,
+)
 from playwright.sync_api import Page, sync_playwright
 
 TARGET_S = 0.5
@@ -263,15 +275,6 @@ def _served_from(root: Path) -> Iterator[None]:
         yield
     finally:
         harness.ROOT = was
-
-
-def copy_at(rev: str) -> Path:
-    """app.py, mha_viz and .streamlit as committed at ``rev`` (`git archive`), in a fresh folder."""
-    dest = Path(tempfile.mkdtemp(prefix="mha-viz-before-"))
-    archive = subprocess.run(["git", "archive", rev, "app.py", "mha_viz", ".streamlit"], cwd=ROOT,
-                             capture_output=True, check=True).stdout  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
 
 
 def main() -> None:

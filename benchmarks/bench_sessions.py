@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import websockets
+from harness import copy_at
 from stream_client import serve
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
@@ -193,20 +194,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.before:
         print(f"== before: the dashboard as committed at {args.before}")
-        measure(args, _copy_at(args.before))
+        measure(args, copy_at(args.before))
         print("== this tree")
     measure(args, ROOT)
-
-
-def _copy_at(rev: str) -> Path:
-    """app.py, mha_viz and .streamlit as committed at ``rev`` (`git archive`), in a fresh folder."""
-    import subprocess
-
-    dest = Path(tempfile.mkdtemp(prefix="mha-viz-before-"))
-    archive = subprocess.run(["git", "archive", rev, "app.py", "mha_viz", ".streamlit"], cwd=ROOT,
-                             capture_output=True, check=True).stdout  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
 
 
 def measure(args: argparse.Namespace, root: Path) -> None:

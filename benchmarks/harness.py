@@ -267,3 +267,13 @@ def median_time(fn, repeats: int) -> tuple[float, object]:
         value = fn()
         out.append(time.perf_counter() - t)
     return statistics.median(out), value
+
+
+def copy_at(rev: str, dest: Path | None = None) -> Path:
+    """app.py, mha_viz and .streamlit as committed at ``rev`` (`git archive`), in ``dest`` or a fresh folder: the
+    dashboard before a change, served beside the working tree's in the same run."""
+    dest = Path(tempfile.mkdtemp(prefix="mha-viz-before-")) if dest is None else dest
+    archive = subprocess.run(["git", "archive", rev, "app.py", "mha_viz", ".streamlit"], cwd=ROOT,
+                             capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
