@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 
-def mask_rows(t: torch.Tensor | None, sl: slice) -> torch.Tensor | None:
+def mask_rows(t: torch.Tensor | None, sl: slice | torch.Tensor) -> torch.Tensor | None:
     """A block of a mask's rows; a one-row mask (a padding mask, or one query's row) holds for every row as it is."""
     return t if t is None or t.shape[-2] == 1 else t[..., sl, :]
 

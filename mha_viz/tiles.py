@@ -113,6 +113,19 @@ def dead_rows(allowed: torch.Tensor) -> torch.Tensor:
     return ~allowed.any(-1)
 
 
+def item_rows(t: torch.Tensor | None, rows: slice | torch.Tensor, keys: slice = slice(None)) -> torch.Tensor | None:
+    """Batch item 0's ``rows`` (a slice or an index) × ``keys`` of a mask or bias [b|1, h|1, q|1, k]
+    (tile_pool.mask_rows: one row shared by every query stays as it is). Shapes: returns [1, h|1, r|1, c]."""
+    return None if t is None else mask_rows(t, rows)[:1][..., keys]
+
+
+def whole_row_dead(allowed: torch.Tensor | None, rows: slice | torch.Tensor) -> torch.Tensor | None:
+    """window_weights' ``dead`` for a window of some keys: the rows that see no key of their whole row (a row that sees
+    none of the window's keys but others has 0 there, not the eager softmax's 1 / n_k). Shapes: allowed [b|1, h|1,
+    q|1, k]; returns [1, h|1, r|1]."""
+    return None if allowed is None else dead_rows(item_rows(allowed, rows))
+
+
 def pooled(
     q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, f: int, scale: float, softcap: float | None,
     add: torch.Tensor | None, allowed: torch.Tensor | None, sink: bool = False, cells: int = 2**22,

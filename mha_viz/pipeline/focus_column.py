@@ -20,16 +20,8 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import rows as long_rows
 from mha_viz.pipeline.road import Recording, check_match
 from mha_viz.pipeline.zoom import from_statistics
-from mha_viz.tiles import allowed_of, dead_rows, window_weights
+from mha_viz.tiles import allowed_of, item_rows, whole_row_dead, window_weights
 from mha_viz.trace import MhaVizError
-
-
-def _rows(t: torch.Tensor | None, index: torch.Tensor, keys: slice) -> torch.Tensor | None:
-    """Batch item 0's rows ``index`` × ``keys`` of a mask or bias [b|1, h|1, q|1, k]."""
-    if t is None:
-        return None
-    t = t[:1, :, index] if t.shape[-2] > 1 else t[:1]
-    return t[..., keys]
 
 
 def call_column(call: Call, index: torch.Tensor, k: int, dead: torch.Tensor | None = None) -> torch.Tensor:
@@ -37,11 +29,12 @@ def call_column(call: Call, index: torch.Tensor, k: int, dead: torch.Tensor | No
     that sees no key at all (``dead``, else read from the mask) gets the eager softmax's 1 / n_k (0 with a learned
     sink). Shapes: index [r], dead [1, h|1, r|1]; returns [h, r] float32."""
     allowed = None if call.allowed is None else allowed_of(call.allowed)
-    if dead is None and allowed is not None:
-        dead = dead_rows(_rows(allowed, index, slice(None)))  # [1, h|1, r|1]
-    w = window_weights(call.q[:1, :, index], call.k[:1, :, k : k + 1], call.row_lse[:1, :, index], call.scaling,
-                       call.softcap, _rows(call.bias, index, slice(k, k + 1)), _rows(allowed, index, slice(k, k + 1)),
-                       call.sink is not None, int(call.k.shape[-2]), dead)  # fmt: skip
+    if dead is None:
+        dead = whole_row_dead(allowed, index)  # [1, h|1, r|1]
+    key = slice(k, k + 1)
+    w = window_weights(call.q[:1, :, index], call.k[:1, :, key], call.row_lse[:1, :, index], call.scaling, call.softcap,
+                       item_rows(call.bias, index, key), item_rows(allowed, index, key), call.sink is not None,
+                       int(call.k.shape[-2]), dead)  # fmt: skip
     return w[0, :, :, 0]
 
 
@@ -64,7 +57,7 @@ def focus_column(
             index = torch.arange(n) if queries is None else torch.as_tensor(list(queries), dtype=torch.long)
             if id(call.allowed) not in dead:
                 mask = None if call.allowed is None else allowed_of(call.allowed)
-                dead[id(call.allowed)] = None if mask is None else dead_rows(_rows(mask, index, slice(None)))
+                dead[id(call.allowed)] = whole_row_dead(mask, index)
             out.append(call_column(call, index, k, dead[id(call.allowed)]).numpy())
     column = np.stack(out)  # [L, H, r]
     if not np.isfinite(column).all():

@@ -17,7 +17,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import rows as long_rows
 from mha_viz.pipeline.road import Recording, check_match
 from mha_viz.pooling import block_means
-from mha_viz.tiles import allowed_of, dead_rows, row_lse, window_weights
+from mha_viz.tiles import allowed_of, item_rows, row_lse, whole_row_dead, window_weights
 from mha_viz.trace import MhaVizError
 
 
@@ -28,28 +28,22 @@ def from_statistics(call: Call, config: Config, measure: str) -> bool:
     return resolve_device(config.device).type == "cpu" and resolve_dtype(config.dtype) == torch.float32
 
 
-def _part(t: torch.Tensor | None, rows: slice, keys: slice) -> torch.Tensor | None:
-    """Batch item 0's rows × keys of a mask or bias [b|1, h|1, q|1, k]."""
-    return None if t is None else t[:1, :, rows if t.shape[-2] > 1 else slice(None), keys]
-
-
 def _lse(call: Call, rows: slice) -> torch.Tensor:
     """The rows' log-sum-exp: recorded (a tiled call), else from those rows' whole scores. Shapes: [1, h, r]."""
     if call.row_lse is not None:
         return call.row_lse[:1, :, rows]
     allowed = None if call.allowed is None else allowed_of(call.allowed)
-    return row_lse(call.q[:1, :, rows], call.k[:1], call.scaling, call.softcap, _part(call.bias, rows, slice(None)),
-                   _part(allowed, rows, slice(None)), call.sink)  # fmt: skip
+    return row_lse(call.q[:1, :, rows], call.k[:1], call.scaling, call.softcap, item_rows(call.bias, rows),
+                   item_rows(allowed, rows), call.sink)  # fmt: skip
 
 
 def call_window(call: Call, rows: slice, keys: slice) -> torch.Tensor:
     """Batch item 0's exact weights of ``rows`` × ``keys`` from q, k and the rows' statistics.
     Shapes: returns [h, r, c] float32."""
     allowed = None if call.allowed is None else allowed_of(call.allowed)
-    whole = _part(allowed, rows, slice(None))  # the rows' whole mask: a row is dead if it sees no key at all
     return window_weights(call.q[:1, :, rows], call.k[:1, :, keys], _lse(call, rows), call.scaling, call.softcap,
-                          _part(call.bias, rows, keys), _part(allowed, rows, keys), call.sink is not None,
-                          int(call.k.shape[-2]), None if whole is None else dead_rows(whole))[0]  # fmt: skip
+                          item_rows(call.bias, rows, keys), item_rows(allowed, rows, keys), call.sink is not None,
+                          int(call.k.shape[-2]), whole_row_dead(allowed, rows))[0]  # fmt: skip
 
 
 def window(

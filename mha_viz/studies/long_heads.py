@@ -19,7 +19,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.pipeline import door
 from mha_viz.pipeline.door import Call
 from mha_viz.pooling import pool_factor
-from mha_viz.tiles import allowed_of, dead_rows, pooled, row_lse, window_weights
+from mha_viz.tiles import allowed_of, item_rows, pooled, row_lse, whole_row_dead, window_weights
 from mha_viz.trace import MhaVizError
 
 DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -48,16 +48,10 @@ def _allowed(call: Call) -> torch.Tensor | None:
 def _window(call: Call, lse: torch.Tensor, rows: slice, keys: slice) -> torch.Tensor:
     """Batch item 0's exact weights of rows × keys. Shapes: returns [h, r, c] float32."""
     n_k = int(call.k.shape[-2])
-
-    def part(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t[..., rows if t.shape[-2] > 1 else slice(None), keys][:1]
-
     allowed = _allowed(call)
-    # a row is dead only if it sees no key of its whole row (a sliding window past the sinks' window sees none of it)
-    whole = None if allowed is None else allowed[:1, :, rows if allowed.shape[-2] > 1 else slice(None)]
     return window_weights(call.q[:1, :, rows], call.k[:1, :, keys], lse[:1, :, rows], call.scaling, call.softcap,
-                          part(call.bias), part(allowed), call.sink is not None, n_k,
-                          None if whole is None else dead_rows(whole))[0]  # fmt: skip
+                          item_rows(call.bias, rows, keys), item_rows(allowed, rows, keys), call.sink is not None, n_k,
+                          whole_row_dead(allowed, rows))[0]  # fmt: skip
 
 
 def layer_shares(call: Call, tile_cells: int, w: int = LONG_LOCAL_TOKENS, sinks: int = LONG_SINK_TOKENS) -> np.ndarray:
