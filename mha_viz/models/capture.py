@@ -60,7 +60,7 @@ class Recorder:
     progress: Callable[[int], None] | None = None  # told the number of attention calls made so far, after each one
     made: int = 0  # attention calls made in this pass (recorded or not)
     calls: list[Call] = field(default_factory=list)
-    masks: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, k_len, its split): shared by calls
+    masks: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, k_len, split, its allowed on the CPU)
     causal: dict[int, tuple] = field(default_factory=dict)  # id(mask) -> (mask, (q_len, k_len), exactly causal?)
     # a long call's boolean mask (models/masks.py): its storage -> (mask, the float dtype eager_mask would have used)
     bool_masks: dict[int, tuple[torch.Tensor, torch.dtype]] = field(default_factory=dict)
@@ -226,8 +226,10 @@ def _record(
         bias = None  # T5 passes zeros where a layer has no relative position bias (cross-attention)
     seen = rec.masks.get(id(mask))  # every layer is given the same mask tensor: split once (at 8,192 tokens: 64 MB)
     if seen is None or seen[0] is not mask or seen[1] != int(key.shape[-2]):
-        seen = rec.masks[id(mask)] = (mask, int(key.shape[-2]), _split_mask(mask, int(key.shape[-2])))
-    allowed, extra = seen[2]
+        split = _split_mask(mask, int(key.shape[-2]))
+        kept = None if split[0] is None else split[0].detach().cpu()  # one copy off a GPU for every layer, not 30
+        seen = rec.masks[id(mask)] = (mask, int(key.shape[-2]), split, kept)
+    extra = seen[2][1]
     bias = extra if bias is None else (bias if extra is None else bias + extra)
     call = Call(
         module_id=id(module),
@@ -237,7 +239,7 @@ def _record(
         scaling=scaling,
         softcap=None if softcap is None else float(softcap),
         bias=None if bias is None else cpu32(bias),
-        allowed=None if allowed is None else allowed.detach().cpu(),
+        allowed=seen[3],
         delta=0.0,
         wo_in=cpu32(out.reshape(*out.shape[:2], -1)) if rec.extras else None,  # [b, q_pos, h*dh]
         sink=cpu32(sink) if isinstance(sink, torch.Tensor) else None,

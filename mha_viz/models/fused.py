@@ -98,12 +98,22 @@ def causal_once(seen: dict, mask: torch.Tensor, n: int, n_k: int) -> bool:
 _FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
 
+def _aligned(bias: torch.Tensor, align: int = 16) -> torch.Tensor:
+    """A bias whose rows start on ``align`` elements, as the CUDA memory-efficient kernel requires (torch's own SDPA
+    pads it the same way, aten preprocess_mask): a padded copy viewed back to its own keys where they do not.
+    Shapes: [b, 1, r, c] -> the same."""
+    c = int(bias.shape[-1])
+    if bias.stride(-1) == 1 and all(s % align == 0 for s in bias.stride()[:-1]) and bias.data_ptr() % (4 * align) == 0:
+        return bias
+    return torch.nn.functional.pad(bias, (0, -c % align or align))[..., :c]
+
+
 def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, scale: float):
     """Output [b, h, r, d] and log-sum-exp [b, h, r] (float32) of softmax(q kᵀ · scale + mask) v."""
     if q.device.type == "cuda":
-        out, lse, *_ = torch.ops.aten._scaled_dot_product_efficient_attention(
-            q, k, v, None if mask is None else mask.expand(q.shape[0], q.shape[1], -1, -1).to(q.dtype), True, 0.0,
-            causal, scale=scale)  # fmt: skip
+        bias = None if mask is None else _aligned(mask.to(q.dtype)).expand(q.shape[0], q.shape[1], -1, -1)
+        out, lse, *_ = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, causal,
+                                                                              scale=scale)  # fmt: skip
         return out, lse[..., : q.shape[-2]]
     return _FLASH(q, k, v, 0.0, causal, attn_mask=None if mask is None else mask.to(q.dtype), scale=scale)
 

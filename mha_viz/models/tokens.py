@@ -90,7 +90,8 @@ def clean_text(text: object, what: str = "text", max_chars: int = MAX_TEXT_CHARS
 def make_tokens(tokenizer: object, ids: list[int]) -> Tokens:
     """Labels for token ids: readable pieces, distinct labels, and which ids are special ([UNK] is not)."""
     special_ids = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}  # [UNK] stands for real text
-    pieces = [readable(tokenizer.decode([i], clean_up_tokenization_spaces=False)) for i in ids]
+    piece = {i: readable(tokenizer.decode([i], clean_up_tokenization_spaces=False)) for i in set(ids)}  # each once
+    pieces = [piece[i] for i in ids]
     return Tokens(
         ids=tuple(ids),
         pieces=tuple(pieces),
