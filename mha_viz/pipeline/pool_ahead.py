@@ -53,6 +53,11 @@ def page_running() -> Iterator[None]:
                 _PAGES_IDLE.set()
 
 
+def pages_running() -> int:
+    """How many page runs of this process are under way now (page_running blocks)."""
+    return _PAGES[0]
+
+
 class _Stop(Exception):
     """The layer under way is given up: the job was cancelled, or a page computed the layer's maps meanwhile."""
 

@@ -5,6 +5,7 @@ recorded first (first_layer(), provisional()) with the recording's progress told
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -12,9 +13,10 @@ from contextvars import ContextVar
 from mha_viz.config import Config
 from mha_viz.figures.common import OVERVIEW_TILE
 from mha_viz.pipeline import road as pipeline
+from mha_viz.pipeline.pool_ahead import pages_running
 from mha_viz.pipeline.road import LoadedModel
 from mha_viz.runtime.allocator import tune_allocator
-from mha_viz.runtime.threads import adapt_now
+from mha_viz.runtime.threads import adapt_now, one_thread
 from mha_viz.selection import Selection
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.guard import unchecked, watch_model
@@ -50,8 +52,16 @@ def get_recording(model_name: str, device: str, text: str, target: str | None) -
     Overview's tiles: get_pooled_patterns then needs no second look at every layer). A progress bar set with
     recording_progress() is told each recorded layer. Admitted like a view's work (ui/pass_budget.py)."""
     lm, told = get_model(model_name, device), _pass_progress()
-    with admitted_pass(lm, text, target):
+    with admitted_pass(lm, text, target), _shared_cores(told is None):
         return pipeline.record(lm, text, target, tile_cells=OVERVIEW_TILE, progress=told)
+
+
+def _shared_cores(short: bool) -> contextlib.AbstractContextManager:
+    """A short pass (no progress bar: a long one chose its threads by adapt_now) on one torch thread while other page
+    runs of this process are under way: their threads have the cores already, and a second thread of this pass waits
+    for their time slices, spinning meanwhile (ten new sessions at once on MiniLM: ~10-15% less CPU per first page,
+    issue 36 §6). Alone, it keeps every thread it is given."""
+    return one_thread() if short and pages_running() > 1 else contextlib.nullcontext()
 
 
 _PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("mha_viz_progress", default=None)

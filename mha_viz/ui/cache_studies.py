@@ -15,7 +15,15 @@ from mha_viz.selection import Selection
 from mha_viz.studies import circuit_report, circuits, claims, importance
 from mha_viz.studies import sweeps as studies
 from mha_viz.trace import AttentionWeights
-from mha_viz.ui.cache import get_all_patterns, get_trace, model_of, recording_of, tokens_of, whole_layer
+from mha_viz.ui.cache import (
+    get_all_patterns,
+    get_own_weights,
+    get_trace,
+    model_of,
+    recording_of,
+    tokens_of,
+    whole_layer,
+)
 from mha_viz.ui.memo import CACHES, SizedCache, sized_cache
 
 
@@ -27,10 +35,10 @@ def _plain_layer(sel: Selection) -> tuple[AttentionWeights, torch.Tensor]:
     """(weights, X [n, d_model]) of a plain-linear layer (own weights: the whole layer)."""
     config = sel.config
     if config.own:
-        w = own_road.own_weights(config)
+        w = get_plain_weights(sel)
         return w, own_road.own_input(model_of(config), sel.text, config, w.d_model)[1]
     at = pipeline.layer_of(model_of(config), whole_layer(sel), sel)
-    return at.weights(), pipeline.call_input(at.call)
+    return get_plain_weights(sel, at), pipeline.call_input(at.call)
 
 
 @sized_cache(max_entries=16, max_mb=16)
@@ -58,10 +66,31 @@ def get_loop_vs_batched(sel: Selection, plain: bool) -> claims.Equivalence:
     return claims.loop_vs_batched(get_trace(sel), weights, x)
 
 
-@sized_cache(max_entries=16, max_mb=16)
-def get_plain_weights(sel: Selection) -> AttentionWeights:
-    """A plain layer's projections (the Lesson names their biases)."""
-    return _plain_layer(sel)[0]
+PLAIN_WEIGHTS = SizedCache("plain_weights", max_entries=16, max_bytes=32 * 2**20)
+CACHES.append(PLAIN_WEIGHTS)
+
+
+def plain_weights_key(sel: Selection) -> tuple:
+    """What a layer's plain projections depend on: where the model comes from, the part and the layer (not the
+    text, not the what-ifs)."""
+    part = None if sel.config.own else model_of(sel.config).part(sel.part)
+    return _weights_of(sel.config), part, int(sel.layer or 0)
+
+
+def get_plain_weights(sel: Selection, at: pipeline.Layer | None = None) -> AttentionWeights:
+    """A plain layer's projections (the Lesson names their biases): the model's own weights, the same for every
+    text, so kept once per model, part and layer (keyed by text, every new session's first page copied them out of
+    the model again: ~9% of its CPU, issue 36 §6). Own weights: their one layer, as made or loaded. ``at``: the
+    layer already resolved on the selection's recording (else resolved here; only its call's head counts and
+    scaling are read)."""
+    if sel.config.own:
+        return get_own_weights(sel.config)
+
+    def compute() -> AttentionWeights:
+        layer = at or pipeline.layer_of(model_of(sel.config), recording_of(sel, one_layer=True), sel)
+        return layer.weights()
+
+    return PLAIN_WEIGHTS.get_or_compute(plain_weights_key(sel), compute)  # type: ignore[return-value]
 
 
 def get_roles(sel: Selection) -> list[dict]:
