@@ -78,15 +78,15 @@ def test_head_count_view(minilm) -> None:
 def test_wo_view_identity_check_and_ablation(minilm) -> None:
     at = run_app(view="W^O")
     assert_clean(at)
-    assert len(specs(at)) == 5  # the layer's W^O and the W^O in use, side by side
+    assert len(specs(at)) == 3  # W^O and the W^O in use as one chart; the change and the contributions as one
     check = specs(at)[-1]  # the one-head check, drawn (tests/test_lesson.py holds its matrices to torch)
     assert "single-head" in check["layout"]["title"]["text"] and array(heatmaps(check)[2]["z"]).max() < 1e-6
-    rel = array(specs(at)[2]["data"][0]["y"])
+    rel = array(specs(at)[1]["data"][0]["y"])
     assert rel.shape == (15,) and np.all(rel > 0)  # identity W^O differs from the learned one
     at.radio(key="wo_mode").set_value("ablate").run()
     at.multiselect(key="ablate").set_value([0, 1, 2]).run()
     assert_clean(at)
-    norms = array(specs(at)[3]["data"][0]["z"])  # [heads, tokens]
+    norms = array(heatmaps(specs(at)[1])[0]["z"])  # [heads, tokens]: the map under the change's bars
     assert np.all(norms[:3] == 0) and np.all(norms[3:] > 0)
 
 
@@ -186,7 +186,7 @@ def test_two_sentences_and_rollout_and_ablation(minilm) -> None:
     at.session_state["two_change_open"] = True  # the change map is drawn only while its expander is open
     at.run()
     assert_clean(at)
-    assert len(specs(at)) == 6  # the moved map, where the weight went, the shared keys, two patterns, the change
+    assert len(specs(at)) == 5  # the moved map, where the weight went, the shared keys, the two patterns, the change
     change = array(heatmaps(specs(at)[-1])[0]["z"])  # the total variation map (last)
     assert change.shape == (6, 12) and np.all((change >= 0) & (change <= 1)) and change.max() > 0.3
     at = run_app(view="Rollout")

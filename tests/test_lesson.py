@@ -282,8 +282,9 @@ def test_wo_view_draws_wo_and_the_identity_check(minilm) -> None:
     np.testing.assert_allclose(_z(wo), pooled, atol=1e-6)
     assert not np.allclose(pooled, full[::2, ::2], atol=1e-4)  # means, not every other entry
     assert wo["layout"]["yaxis"]["ticktext"] == [f"head {j}" for j in range(12)]
-    assert len(wo["layout"]["shapes"]) == 11  # a line between each two heads
-    title = wo["layout"]["title"]["text"]
+    yrefs = [shape["yref"] for shape in wo["layout"]["shapes"]]
+    assert yrefs.count("y") == 11 and yrefs.count("y2") == 11  # a line between each two heads, in each panel
+    title = wo["layout"]["annotations"][0]["text"]  # the pair's panel titles (figures.wo_pair: one chart)
     assert "learned" in title and "2 × 2 block means" in title and "mean" in heatmaps(wo)[0]["hovertemplate"]
     assert any("384 × 384 entries" in c.value and "download has every entry" in c.value for c in at.caption)
     assert not at.metric  # the bare number is gone; the picture says it
@@ -318,11 +319,12 @@ def test_wo_view_draws_the_wo_in_use_and_says_what_the_change_means(mode: str, p
         ).run()
     assert_clean(at)
     t, _, _ = _minilm_layer(minilm, 3)
-    learned, in_use = specs(at)[:2]
+    pair = specs(at)[0]  # the learned W^O and the W^O in use, one chart of two panels (figures.wo_pair)
     want = expected(t.W_O.double().numpy()).reshape(12, 32, 384)
-    np.testing.assert_allclose(_z(in_use), np.asarray(wo_heatmap(want, "")[0].data[0].z), atol=1e-6)
-    np.testing.assert_allclose(_z(learned), np.asarray(wo_heatmap(t.W_O.numpy(), "")[0].data[0].z), atol=1e-6)
-    assert "W^O in use" in in_use["layout"]["title"]["text"] and "learned" in learned["layout"]["title"]["text"]
+    np.testing.assert_allclose(_z(pair, 1), np.asarray(wo_heatmap(want, "")[0].data[0].z), atol=1e-6)
+    np.testing.assert_allclose(_z(pair, 0), np.asarray(wo_heatmap(t.W_O.numpy(), "")[0].data[0].z), atol=1e-6)
+    learned, in_use = (a["text"] for a in pair["layout"]["annotations"])
+    assert "W^O in use" in in_use and "learned" in learned
     meaning = [c.value for c in at.caption if c.value.startswith("What the change means")]
     assert len(meaning) == 1 and "Relative change 0: the same output" in meaning[0]
 
@@ -333,9 +335,9 @@ def test_own_weights_are_not_called_learned() -> None:
     intro = at.markdown[0].value
     assert "not learned" in intro and "xavier" in intro and "seed 7" in intro
     assert "the learned W^O decides" not in intro
-    title = specs(at)[0]["layout"]["title"]["text"]
+    title = specs(at)[0]["layout"]["annotations"][0]["text"]  # the W^O pair's first panel
     assert "not learned" in title and "(learned)" not in title
-    names = [a["text"] for a in specs(at)[2]["layout"]["annotations"]]
+    names = [a["text"] for a in specs(at)[1]["layout"]["annotations"]]
     assert any("original W^O" in nm for nm in names) and not any("learned" in nm for nm in names)
     at = open_all(run_app(view="Lesson", src="Own weights", d_model="64", own_heads="4", init="identity"))
     step7 = next(m.value for m in at.markdown if m.value.startswith("Head "))

@@ -28,7 +28,6 @@ from mha_viz.figures import (
     paired_bars,
     scores_heatmap,
     token_bars,
-    wo_heatmap,
 )
 from mha_viz.figures.finish import AsBuilt, finish
 from mha_viz.figures.grids import heads_grid_spec
@@ -101,13 +100,6 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "paired_bars": paired_bars,
     "layer_head_values": layer_head_values,
 }
-
-
-@sized_cache(max_entries=16, max_mb=16)
-def cached_wo_figure(W_O: np.ndarray, title: str, title_chars: int | None = None) -> tuple[dict, str]:
-    """figures.wo_heatmap, finished and kept (its pooling and Plotly build are the W^O tab's largest cost)."""
-    fig, note = wo_heatmap(W_O, title, title_chars=title_chars)
-    return finish(fig), note
 
 
 _DRAWN: ContextVar[dict | None] = ContextVar("mha_viz_drawn", default=None)  # figures plot() drew in this view run

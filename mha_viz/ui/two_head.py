@@ -12,10 +12,13 @@ from mha_viz.analysis.patterns import focus_shift
 from mha_viz.analysis.plans.two_sentences import verdict as plan_verdict
 from mha_viz.analysis.referents import shared_weights
 from mha_viz.config import WINDOW_ROWS
+from mha_viz.figures.finish import Finished, finish
+from mha_viz.figures.two_patterns import two_patterns
 from mha_viz.ui.cache import get_trace
 from mha_viz.ui.choices import valid_choice
 from mha_viz.ui.common import cached_figure, csv_bytes, downloads, layer_head_map, plot
 from mha_viz.ui.context import Ctx
+from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.opened import why_link
 from mha_viz.ui.sidebar import plain
 
@@ -104,19 +107,38 @@ def _patterns(
             "the exact weights), one above the other at the page's width; all n × n cells would be too many to draw "
             "and read."
         )
-    places = (st.container(), st.container()) if long else tuple(st.columns(2))
-    for col, text, q, labels, qlabels, name, key in (
-        (places[0], ctx.text, qa, labels_a, queries_a, "first", "two_head_a"),
-        (places[1], text_b, qb, labels_b, queries_b, "second", "two_head_b"),
+    shown = []
+    for text, q, labels, qlabels, name in (
+        (ctx.text, qa, labels_a, queries_a, "first"),
+        (text_b, qb, labels_b, queries_b, "second"),
     ):
-        with col:
-            p = get_trace(ctx.sel.with_text(text).at(layer=la), x=False).pattern[he].numpy()  # [n_q, n_k]
-            rows = _around(len(qlabels), q)
-            what = "" if rows.stop - rows.start == len(qlabels) else f" (rows {rows.start}–{rows.stop - 1})"
-            fig = cached_figure("matrix_heatmap", p[rows], tuple(labels), tuple(qlabels[rows]),
-                                f"Layer {la}, head {he}: the {name} sentence{what}", value_name="weight",
-                                attention=True, width=FULL_WIDTH if long else 520)  # fmt: skip
-            plot(fig, key, ctx.image_format)
+        p = get_trace(ctx.sel.with_text(text).at(layer=la), x=False).pattern[he].numpy()  # [n_q, n_k]
+        rows = _around(len(qlabels), q)
+        what = "" if rows.stop - rows.start == len(qlabels) else f" (rows {rows.start}–{rows.stop - 1})"
+        shown.append(
+            (p[rows], tuple(labels), tuple(qlabels[rows]), f"Layer {la}, head {he}: the {name} sentence{what}")
+        )
+    if not long:  # side by side as one chart of two panels (two charts were two more draws: issue 36 §6)
+        (za, ka, qa_, ta), (zb, kb, qb_, tb) = shown
+        plot(pattern_pair_figure(za, zb, (ka, kb), (qa_, qb_), (ta, tb)), "two_heads", ctx.image_format)
+        return
+    for (z, keys, qlabels, title), key in zip(shown, ("two_head_a", "two_head_b"), strict=True):
+        fig = cached_figure("matrix_heatmap", z, keys, qlabels, title, value_name="weight", attention=True,
+                            width=FULL_WIDTH)  # fmt: skip
+        plot(fig, key, ctx.image_format)
+
+
+@sized_cache(max_entries=16, max_mb=16)
+def pattern_pair_figure(
+    first: np.ndarray,
+    second: np.ndarray,
+    keys: tuple[tuple[str, ...], tuple[str, ...]],
+    queries: tuple[tuple[str, ...], tuple[str, ...]],
+    titles: tuple[str, str],
+) -> Finished:
+    """figures.two_patterns (the shown head in each sentence, one chart), finished and kept: a rerun or a switch
+    back to the tab draws it from here. Shapes: first [n_q1, n_k1], second [n_q2, n_k2]."""
+    return finish(two_patterns(first, second, keys, queries, titles))
 
 
 def _change(ctx: Ctx, pa: np.ndarray, pb: np.ndarray, pairs: list[tuple[int, int]], focus: str,

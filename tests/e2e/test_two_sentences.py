@@ -40,7 +40,8 @@ def test_open_button_and_map_click_open_the_head(page: Page, app_url: str) -> No
     expect(title(page, layer, head)).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
     expect(page.get_by_label("Shown layer")).to_have_value(str(layer))
     expect(page.get_by_label("Shown head")).to_have_value(str(head))
-    heatmap_titles = panel(page).locator("text.gtitle").filter(has_text=f"Layer {layer}, head {head}: the ")
+    titles = panel(page).locator("text.gtitle, text.annotation-text")  # two charts' titles, or one chart's two panels'
+    heatmap_titles = titles.filter(has_text=f"Layer {layer}, head {head}: the ")
     expect(heatmap_titles).to_have_count(2)  # the head's pattern in each sentence
     expect(page).to_have_url(re.compile(rf"[?&]two_layer={layer}(&|$)"))
 

@@ -9,13 +9,16 @@ import streamlit as st
 from mha_viz.analysis.patterns import contribution_norms, output_change
 from mha_viz.analysis.plans.wo import meaning, wo_plan
 from mha_viz.config import MAX_SEED
+from mha_viz.figures.finish import Finished, finish
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
+from mha_viz.figures.wo_pair import change_and_contributions, wo_pair
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.choices import valid_choice, valid_choices
 from mha_viz.ui.claims import show_identity_claim, wo_words
-from mha_viz.ui.common import cached_figure, cached_wo_figure, csv_bytes, downloads, head_names, plot
+from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import check_float, check_int
+from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.timing import timed_fragment
 
 WO_MODES = {
@@ -24,6 +27,26 @@ WO_MODES = {
     "ablate": "ablate heads",
     "scale": "scale a head",
 }  # each compared with this layer's own W^O (learned only for a trained model)
+
+
+@sized_cache(max_entries=16, max_mb=16)
+def wo_pair_figure(
+    W_O: np.ndarray, in_use: np.ndarray, titles: tuple[str, str], title_chars: int | None = None
+) -> tuple[Finished, str]:
+    """figures.wo_pair (the layer's W^O beside the W^O in use, one chart), finished and kept: its pooling and
+    Plotly build are the tab's largest cost, and a switch back to the tab draws it from here."""
+    fig, note = wo_pair(W_O, in_use, titles, title_chars)
+    return finish(fig), note
+
+
+@sized_cache(max_entries=16, max_mb=4)
+def change_figure(
+    tokens: tuple[str, ...], series: dict[str, np.ndarray], norms: np.ndarray, heads: tuple[str, ...],
+    titles: tuple[str, str],
+) -> Finished:  # fmt: skip
+    """figures.wo_pair.change_and_contributions (bars per token, the heads' contributions under them), finished and
+    kept. Shapes: each series [n]; norms [h, n]."""
+    return finish(change_and_contributions(tokens, series, norms, heads, titles))
 
 
 def _wo_edits(h: int) -> dict:
@@ -89,42 +112,28 @@ def _what_if(ctx: Ctx) -> None:
     t = ctx.trace(x=False, **edits)
     plan = wo_plan(ctx.where, ctx.base.own, bool(ctx.config.weights_file), edits, tuple(base.W_O.shape),
                    base.routing is not None)  # fmt: skip
-    notes = []
-    for col, w, title, key in zip(st.columns(2), (base.W_O, t.W_O), plan.titles, ("wo_matrix", "wo_in_use"),
-                                  strict=True):  # fmt: skip
-        with col:
-            fig, note = cached_wo_figure(w.numpy(), title, TITLE_CHARS)
-            plot(fig, key, ctx.image_format)
-            notes.append(note)
-    for note in dict.fromkeys(n for n in notes if n):
+    fig, note = wo_pair_figure(base.W_O.numpy(), t.W_O.numpy(), tuple(plan.titles), TITLE_CHARS)
+    plot(fig, "wo_pair", ctx.image_format)  # one chart of two panels, not two charts (issue 36 §6)
+    if note:
         st.caption(note)
-    labels = t.tokens
-    change = output_change(base.output.numpy(), t.output.numpy())
-    fig = cached_figure(
-        "token_bars",
-        labels,
-        {"relative change |Δ| / |output|": change["relative"], plan.cosine: change["cosine"]},
-        "Output change per token (this layer's attention output, before residual and LayerNorm)",
-    )
-    plot(fig, "wo_change", ctx.image_format)
-    st.caption(meaning(st.session_state.get("wo_mode", "identity")))
-    _contributions(ctx, base, t, change)
-
-
-def _contributions(ctx: Ctx, base: AttentionTrace, t: AttentionTrace, change: dict[str, np.ndarray]) -> None:
-    """Each head's contribution after the W^O in use, per token, and the download."""
     labels, h = t.tokens, base.n_heads
+    change = output_change(base.output.numpy(), t.output.numpy())
     routed = t.routing is not None  # W^O chosen per token: each head through its token's expert, gated
     norms = t.head_out.norm(dim=-1).numpy() if routed else contribution_norms(t.z.numpy(), t.W_O.numpy())  # [h, n]
-    fig = cached_figure(
-        "matrix_heatmap",
-        norms,
-        labels,
-        tuple(head_names(h)),
+    series = {"relative change |Δ| / |output|": change["relative"], plan.cosine: change["cosine"]}
+    titles = (
+        "Output change per token (this layer's attention output, before residual and LayerNorm)",
         "Each head's contribution after W^O: ‖z_h · W^O_h‖ per token",
-        value_name="norm",
     )
-    plot(fig, "wo_norms", ctx.image_format)
+    fig = change_figure(tuple(labels), series, norms, tuple(head_names(h)), titles)
+    plot(fig, "wo_change", ctx.image_format)  # the change and the heads' contributions: one chart (issue 36 §6)
+    st.caption(meaning(st.session_state.get("wo_mode", "identity")))
+    _downloads(base, t, norms, change)
+
+
+def _downloads(base: AttentionTrace, t: AttentionTrace, norms: np.ndarray, change: dict[str, np.ndarray]) -> None:
+    """The W^O matrices, the heads' contributions and the outputs (.npz), the change per token (.csv)."""
+    labels = t.tokens
     downloads(
         "wo",
         npz={
