@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up (once) and run the whole test suite: lint, then pytest in two passes, and print each pass's wall time:
 #   1. every tier but e2e (unit, model, app, slow) over the cores (pytest-xdist: a test file in one worker);
-#   2. the e2e tier (real servers, Chromium, HAProxy, CLI processes, kernels) in one process, one test at a time.
+#   2. the e2e tier (real servers, Chromium, HAProxy, CLI processes, kernels) over two workers (MHA_VIZ_E2E_WORKERS;
+#      1: in one process, one test at a time).
 # Extra arguments go to both passes (a -m EXPR is combined with each pass's own); either pass may find no test,
 # not both. --fast (first argument): lint, then only the unit and model tiers over the cores, and its wall time.
 set -euo pipefail
@@ -76,6 +77,11 @@ only() { if [ -n "$marks" ]; then echo "($marks) and ($1)"; else echo "$1"; fi; 
 cores="$(nproc 2>/dev/null || echo 1)"
 per_worker=$((cores / (cores < 4 ? cores : 4)))
 per_worker=$((per_worker > 0 ? per_worker : 1))
+e2e_workers="${MHA_VIZ_E2E_WORKERS:-2}" e2e_how="in one process" e2e_par=()
+if [ "$e2e_workers" -gt 1 ]; then
+  e2e_how="over $e2e_workers workers"
+  e2e_par=(-n "$e2e_workers" --dist loadfile)
+fi
 set +e
 start=$SECONDS
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-$per_worker}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$per_worker}" \
@@ -85,8 +91,14 @@ code=$?
 parallel_s=$((SECONDS - start))
 e2e_s="not run"
 if [ "$code" = 0 ] || [ "$code" = 1 ] || [ "$code" = 5 ]; then  # 2 interrupted, 3 internal error, 4 usage: stop here
+  # Two workers, a test file whole in one (--dist loadfile): an e2e test's time is mostly other processes (a server,
+  # Chromium, a CLI run, a kernel) starting and working while the test process waits, so two files at once keep both
+  # cores busy (docs/e2e-workers.md). Each worker that runs a browser file starts its own app server and
+  # Chromium (the session fixtures of tests/e2e/conftest.py); every server, proxy and kernel is on a free port.
   start=$SECONDS
-  "$venv/bin/python" -m pytest -m "$(only e2e)" ${args[@]+"${args[@]}"}
+  OMP_NUM_THREADS="${OMP_NUM_THREADS:-$per_worker}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$per_worker}" \
+    OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$per_worker}" \
+    "$venv/bin/python" -m pytest -m "$(only e2e)" ${e2e_par[@]+"${e2e_par[@]}"} ${args[@]+"${args[@]}"}
   e2e_code=$?
   e2e_s="$((SECONDS - start)) s"
   if [ "$code" = 5 ] || { [ "$code" = 0 ] && [ "$e2e_code" != 5 ]; }; then
@@ -94,7 +106,7 @@ if [ "$code" = 0 ] || [ "$code" = 1 ] || [ "$code" = 5 ]; then  # 2 interrupted,
   fi
 fi
 set -e
-echo "test passes: unit, model, app and slow tiers over the cores ${parallel_s} s; e2e tier in one process ${e2e_s}; in all $SECONDS s with lint"
+echo "test passes: unit, model, app and slow tiers over the cores ${parallel_s} s; e2e tier ${e2e_how} ${e2e_s}; in all $SECONDS s with lint"
 if [ "$code" = 5 ]; then
   echo "mha-viz: pytest collected no tests; that is a failure here (the suite must run)" >&2
   exit 1

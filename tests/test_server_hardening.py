@@ -29,10 +29,10 @@ LONG_TEXT = "+".join(["the animal did not cross the street because it was too ti
 
 # --- §2.1: a client cannot drop the shared models; a dropped model is freed ------------------------------------
 def test_a_script_cannot_make_the_server_reload_its_models(tmp_path: Path) -> None:
-    """A raw client sends Streamlit's clear_cache before each page: the server neither drops SmolLM2 nor grows
-    (main: each cycle reloaded it and kept the old one frozen, +520 MB per cycle). The server is a fresh one, so it
-    first gets the 8 first pages at once of test_eight_concurrent_first_pages_after_a_start (the start race a
-    second time, without a start of its own)."""
+    """Started afresh, the server first gets 8 pages at once (§2.4, _check_first_pages); then a raw client sends
+    Streamlit's clear_cache before each page: the server neither drops SmolLM2 nor grows (main: each cycle reloaded
+    it and kept the old one frozen, +520 MB per cycle). (The 8 first pages were also test_eight_concurrent_first_
+    pages_after_a_start, on a fresh start of its own: the same check on a second start, folded here.)"""
     query = f"{SMOLLM2}&text=the+cat+sat&view=Heads"
     with serve(tmp_path) as server:
         _check_first_pages(run_async(_all_at_once(server.ws_url)))
@@ -88,19 +88,12 @@ async def _all_at_once(url: str) -> list:
 
 
 def _check_first_pages(pages: list) -> None:
+    """The 8 first pages sent at once to a fresh server (SmolLM2 among them, while the preload loads MiniLM) all
+    render without error (main: "partially initialized module 'pandas' has no attribute 'Series'", and
+    "module 'transformers' has no attribute 'AutoConfig'" for the second model)."""
     for query, page in zip(FIRST_PAGES, pages, strict=True):
         assert page.finished and not page.errors, (query, page.errors)
         assert page.elements > 10, query
-
-
-def test_eight_concurrent_first_pages_after_a_start(tmp_path: Path) -> None:
-    """Started afresh, the server gets 8 pages at once (SmolLM2 among them, while the preload loads MiniLM): all
-    render without error (main: "partially initialized module 'pandas' has no attribute 'Series'", and
-    "module 'transformers' has no attribute 'AutoConfig'" for the second model). A second fresh start gets the same
-    8 pages in test_a_script_cannot_make_the_server_reload_its_models."""
-    with serve(tmp_path) as server:
-        pages = run_async(_all_at_once(server.ws_url))
-    _check_first_pages(pages)
 
 
 # --- §2.3: sessions per client, clients that never read ----------------------------------------------------------

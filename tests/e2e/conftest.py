@@ -1,7 +1,8 @@
 """Fixtures for the browser tests: the app served by `streamlit run`, a headless Chromium, a page.
 
-One server and one browser per session, a fresh page (and so a fresh Streamlit
-session) per test. A failing test leaves a full-page screenshot in tests/e2e/artifacts/.
+One server and one browser per session (per xdist worker: scripts/test.sh runs the e2e tier over two workers, a
+test file whole in one), a fresh page (and so a fresh Streamlit session) per test. A failing test leaves a
+full-page screenshot in tests/e2e/artifacts/.
 Chromium comes from the system (Debian: apt-get install chromium), never from `playwright install`;
 set MHA_VIZ_CHROMIUM to use another binary.
 """
