@@ -186,7 +186,7 @@ def test_two_sentences_and_rollout_and_ablation(minilm) -> None:
     at.session_state["two_change_open"] = True  # the change map is drawn only while its expander is open
     at.run()
     assert_clean(at)
-    assert len(specs(at)) == 5  # the moved map, where the weight went, the shared keys, the two patterns, the change
+    assert len(specs(at)) == 4  # the moved map, the bars (weight went; shared keys), the patterns, the change
     change = array(heatmaps(specs(at)[-1])[0]["z"])  # the total variation map (last)
     assert change.shape == (6, 12) and np.all((change >= 0) & (change <= 1)) and change.max() > 0.3
     at = run_app(view="Rollout")

@@ -116,7 +116,7 @@ def test_two_sentences_tab_draws_both_patterns_as_one_chart(minilm) -> None:
     assert_clean(at)
     la, he = at.selectbox(key="two_layer").value, at.selectbox(key="two_head").value
     text_b = at.text_input(key="text_b").value
-    (pair,) = [s for s in specs(at) if "xaxis2" in s["layout"] and "sentence" in str(s["layout"].get("annotations"))]
+    (pair,) = [s for s in specs(at) if "the second sentence" in str(s["layout"].get("annotations"))]
     for axis, text in (("x", SENTENCE), ("x2", text_b)):
         want = _trace(minilm, text, la).pattern[he].numpy()
         np.testing.assert_allclose(array(_panel(pair, axis)["z"]), want, atol=1e-6)
@@ -141,3 +141,25 @@ def test_variants_figures_are_kept_finished(minilm) -> None:
     at.run()  # a switch back to the tab runs the same page
     assert_clean(at)
     assert (heads_figure.cache.total, curve_figure.cache.total) == kept and specs(at) == first  # hits, the same
+
+
+def test_two_sentences_bars_are_one_chart_of_both_panels(minilm) -> None:
+    """Where the focus token's weight goes and its weights on the shared keys: one chart of two panels (two charts
+    before), each panel the two sentences' values, recomputed here from each sentence's own pattern."""
+    at = new_app(view="Two sentences")
+    at.run()
+    assert_clean(at)
+    la, he = at.selectbox(key="two_layer").value, at.selectbox(key="two_head").value
+    (bars,) = [s for s in specs(at) if "attends to (shared keys" in str(s["layout"].get("annotations"))]
+    panel = {axis: [t for t in bars["data"] if t.get("xaxis", "x") == axis] for axis in ("x", "x2")}
+    assert [len(v) for v in panel.values()] == [2, 2]  # two series (the sentences) in each of the two panels
+    assert [t["showlegend"] for t in bars["data"]] == [True, True, False, False]  # one legend for both panels
+    dest = [array(t["y"]) for t in panel["x"]]
+    np.testing.assert_allclose([d.sum() for d in dest], 1.0, atol=1e-5)  # each sentence's focus row, whole
+    trace_a = _trace(minilm, SENTENCE, la)
+    keys = panel["x2"][0]["x"]
+    labels = list(trace_a.tokens)
+    focus = labels.index("it")
+    row = trace_a.pattern[he, focus].numpy()
+    shared = np.asarray([labels.index(k) for k in keys])
+    np.testing.assert_allclose(array(panel["x2"][0]["y"]), row[shared] / row[shared].sum(), atol=1e-5)

@@ -19,7 +19,7 @@ def test_two_sentences_charts_are_built_once_and_drawn_again_from_the_cache(mini
     at.run()
     assert_clean(at)
     first = specs(at)
-    assert len(first) == 4  # the change map waits for its expander; the two patterns are one chart
+    assert len(first) == 3  # the change map waits for its expander; the two patterns are one chart, the bars one
     kept = cache.total
     assert kept > 0  # the charts went into the cache (before: built through plotly on every run, none kept)
     at.run()  # the same page again (a rerun; a switch back to the tab is the same run)
@@ -45,4 +45,4 @@ def test_two_sentences_change_map_only_while_its_expander_is_open(minilm) -> Non
     (change,) = [s for s in specs(at) if "changes where it looks" in (s["layout"].get("title") or {}).get("text", "")]
     z = array(heatmaps(change)[0]["z"])  # [layers, heads]: total variation of the focus row, in [0, 1]
     assert z.shape == (6, 12) and np.all((z >= 0) & (z <= 1)) and z.max() > 0.3
-    assert len(specs(at)) == 5
+    assert len(specs(at)) == 4

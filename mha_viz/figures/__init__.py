@@ -14,7 +14,15 @@ lines (attention_lines: token-to-token lines, with select_lines choosing what th
 Every public name is re-exported here, so callers import from mha_viz.figures.
 """
 
-from mha_viz.figures.bars import FOCUS_TOP_KEYS, focus_bars, head_bars, line_chart, paired_bars, token_bars
+from mha_viz.figures.bars import (
+    FOCUS_TOP_KEYS,
+    focus_bars,
+    head_bars,
+    line_chart,
+    paired_bars,
+    paired_bars_rows,
+    token_bars,
+)
 from mha_viz.figures.common import (
     CELL_HOVER,
     CLICK_OVERLAY_MAX_CELLS,
@@ -80,6 +88,7 @@ __all__ = [
     "matrix_heatmap",
     "overview",
     "paired_bars",
+    "paired_bars_rows",
     "pool_blocks",
     "pruning_figure",
     "role_colours",

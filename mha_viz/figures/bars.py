@@ -10,6 +10,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from mha_viz.figures.common import SEQUENTIAL, _f32, _grid, safe
+from mha_viz.figures.look import COLORWAY, INK
 
 FOCUS_TOP_KEYS = 24  # beyond this many tokens, each head's bars show its largest weights only
 
@@ -110,6 +111,29 @@ def token_bars(tokens: Sequence[str], series: dict[str, np.ndarray], title: str)
         )
     fig.update_xaxes(type="category", tickangle=-60)
     fig.update_layout(title={"text": title, "font": {"size": 14}}, showlegend=False, height=200 * len(series) + 120)
+    return safe(fig)
+
+
+PAIRED_ROW_PX = 380  # px: one panel of paired_bars_rows, as one paired_bars chart was tall
+FLAT_TICKS = 6  # a panel with at most this many categories keeps its labels level (they have room)
+
+
+def paired_bars_rows(
+    panels: Sequence[tuple[Sequence[str], np.ndarray, np.ndarray, str]], names: tuple[str, str]
+) -> go.Figure:
+    """Several paired_bars charts as ONE chart of stacked panels, each with its own categories and title, one legend
+    (Two sentences drew two such charts: Streamlit draws every chart twice, so a tab switch's browser time grows with
+    its charts, issue 36 §6). ``panels``: (keys, first series, second series, title) each. Shapes: a, b [len(keys)]."""
+    fig = make_subplots(rows=len(panels), cols=1, subplot_titles=[p[3] for p in panels], vertical_spacing=0.22)
+    colours = COLORWAY[:2]  # the same two colours in every panel
+    for row, (keys, a, b, _) in enumerate(panels, start=1):
+        for v, name, colour in ((a, names[0], colours[0]), (b, names[1], colours[1])):
+            fig.add_trace(go.Bar(x=list(keys), y=_f32(v), name=name, legendgroup=name, showlegend=row == 1,
+                                 marker={"color": colour},
+                                 hovertemplate=f"%{{x}}: %{{y:.3f}}<extra>{name}</extra>"), row=row, col=1)  # fmt: skip
+        fig.update_xaxes(type="category", tickangle=0 if len(keys) <= FLAT_TICKS else -60, row=row, col=1)
+    fig.update_annotations(font={"size": 14, "color": INK, "weight": 700}, xanchor="left", x=0.0)  # panel titles
+    fig.update_layout(barmode="group", height=PAIRED_ROW_PX * len(panels), legend={"orientation": "h", "y": 1.08})
     return safe(fig)
 
 

@@ -26,6 +26,7 @@ from mha_viz.figures import (
     layer_head_values,
     line_chart,
     paired_bars,
+    paired_bars_rows,
     scores_heatmap,
     token_bars,
 )
@@ -98,6 +99,7 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "comparison": comparison,
     "token_bars": token_bars,
     "paired_bars": paired_bars,
+    "paired_bars_rows": paired_bars_rows,  # Two sentences' two paired charts as one
     "layer_head_values": layer_head_values,
 }
 

@@ -72,12 +72,12 @@ def shown_head(
     names = ("first sentence", "second sentence")
     c1, c2 = (plain(labels_a[int(i)]) for i in r["keys"])
     dest = [f"“{c1}” (referent 1)", f"“{c2}” (referent 2)", "sinks ([CLS], [SEP], first token)", "the rest"]
-    title = f"Layer {la}, head {he}: where “{focus}”'s weight goes (shared keys, each sentence's sum 1)"
-    # every figure from the cache when this head was drawn before (a tab switch back draws it again): no plotly build
-    fig = cached_figure("paired_bars", tuple(dest), r["dest_a"][la, he], r["dest_b"][la, he], names, title)
-    plot(fig, "two_dest", ctx.image_format)
-    title = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
-    plot(cached_figure("paired_bars", tuple(keys), wa, wb, names, title), "two_bars", ctx.image_format)
+    goes = f"Layer {la}, head {he}: where “{focus}”'s weight goes (shared keys, each sentence's sum 1)"
+    attends = f"Layer {la}, head {he}: “{focus}” attends to (shared keys, rescaled to sum to 1)"
+    panels = ((tuple(dest), r["dest_a"][la, he], r["dest_b"][la, he], goes), (tuple(keys), wa, wb, attends))
+    # one chart of two panels (one draw pair for the browser, issue 36 §6), from the cache when this head was drawn
+    # before (a tab switch back draws it again): no plotly build
+    plot(cached_figure("paired_bars_rows", panels, names), "two_bars", ctx.image_format)
     only_a = _listing([labels_a[i] for i in range(len(labels_a)) if i not in set(ia.tolist())])
     only_b = _listing([labels_b[j] for j in range(len(labels_b)) if j not in set(ib.tolist())])
     st.caption(
