@@ -174,7 +174,9 @@ clean = app.assert_clean
 
 
 def titles(at: AppTest) -> list[str]:
-    return [s["layout"].get("title", {}).get("text", "") for s in app.specs(at)]
+    """Every chart's title, and every panel's title of a chart of several (their annotations)."""
+    return [t for s in app.specs(at) for t in [s["layout"].get("title", {}).get("text", "")]
+            + [a.get("text", "") for a in s["layout"].get("annotations", [])]]  # fmt: skip
 
 
 def test_app_opens_on_the_found_head(minilm, minilm_two) -> None:
