@@ -18,8 +18,13 @@ def panel(page: Page) -> Locator:
 
 
 def title(page: Page, layer: int, head: int) -> Locator:
-    """The bar chart's title for that head (Plotly draws titles as text.gtitle)."""
-    return panel(page).locator("text.gtitle").filter(has_text=re.compile(rf"^Layer {layer}, head {head}: “it” attends"))
+    """The shared keys' bars' title for that head: a panel's title in the bars' chart (Plotly draws a chart's title as
+    text.gtitle, a panel's as text.annotation-text)."""
+    return (
+        panel(page)
+        .locator("text.gtitle, text.annotation-text")
+        .filter(has_text=re.compile(rf"^Layer {layer}, head {head}: “it” attends"))
+    )
 
 
 def test_open_button_and_map_click_open_the_head(page: Page, app_url: str) -> None:
