@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tile_models import KINDS, TOL, _batch, _eager_pass, _model, _tiled_pass
+from tile_models import KINDS, TOL, _batch, _eager_pass, _model, _tiled_pass, last_call
 
 from mha_viz import tiles
-from mha_viz.models import capture, fused
+from mha_viz.models import fused
 
 PLAIN = {"llama", "mistral", "bert", "gemma2_plain"}  # gemma2 with no soft-cap: its own query scaling, plain softmax
 KINDS_HERE = {**KINDS, "gemma2_plain": ({**KINDS["gemma2"][0], "attn_logit_softcapping": None}, torch.float32)}
@@ -56,11 +56,7 @@ def test_fused_output_and_lse_equal_eager(kind: str) -> None:
     """One layer's call fused directly: its output equals the model's eager output and its lse the log-sum-exp of the
     eager scores, on every row (not only the check rows)."""
     model = _kind_model(kind)
-    ids, mask = _batch(96)
-    _, calls = _tiled_pass(model, ids[:1], mask[:1], block=0)  # untiled: the call's q, k, v, mask
-    call = calls[-1]
-    module = next(m for m in model.modules() if id(m) == call.module_id)
-    eager = capture.eager_of(module)
+    call, module, eager = last_call(model)  # untiled: the call's q, k, v, mask
     add = _mask(call)
     named = {"scaling": call.scaling, "dropout": 0.0}
     got = fused.fused_call(eager, module, call.q, call.k, call.v, add, (), named, named, 4 * 96 * 10, True, 2, 0)
@@ -76,11 +72,7 @@ def test_soft_capping_and_sinks_fall_back_even_when_called_plain(kind: str) -> N
     """The recogniser refuses them; and were it fooled (the soft-cap or sink left out of what it is told), the check
     rows' eager output disagrees and the call still goes to the eager blocks (None)."""
     model = _model(kind)
-    ids, mask = _batch(96)
-    _, calls = _tiled_pass(model, ids[:1], mask[:1], block=0)
-    call = calls[-1]
-    module = next(m for m in model.modules() if id(m) == call.module_id)
-    eager = capture.eager_of(module)
+    call, module, eager = last_call(model)  # untiled: the call's q, k, v, mask
     q, k, v = (t.to(next(model.parameters()).dtype) for t in (call.q, call.k, call.v))
     add = _mask(call)
     add = None if add is None else add.to(q.dtype)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tile_models import _batch, _model, _tiled_pass
+from tile_models import _batch, _model, _tiled_pass, last_call
 
 from mha_viz.models import capture, masks
 
@@ -71,11 +71,7 @@ def test_a_boolean_mask_that_is_not_mha_vizs_is_never_converted() -> None:
     """A bool mask the model itself hands its eager function (not one of ours) goes to it as it is, and the fused
     kernel refuses it (its eager function would read it as it is)."""
     model = _model("llama")
-    ids, mask = _batch(96)
-    _, calls = _tiled_pass(model, ids[:1], mask[:1], block=0)
-    call = calls[-1]
-    module = next(m for m in model.modules() if id(m) == call.module_id)
-    eager = capture.eager_of(module)
+    call, module, eager = last_call(model)  # untiled: the call's q, k, v, mask
     from mha_viz.models import fused
 
     named = {"scaling": call.scaling, "dropout": 0.0}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tile_models import TOL, _batch, _eager_pass, _model, _tiled_pass
+from tile_models import TOL, _batch, _eager_pass, _model, _tiled_pass, last_call
 
 from mha_viz.models import fused
 
@@ -80,7 +80,7 @@ def test_a_call_nothing_records_still_checks_its_output_against_eager(monkeypatc
     """A layer before the shown one (keep False): its check rows' output is still compared with the model's eager
     attention (a call wrongly taken for plain falls back), but the weights' self-check, which nothing would keep, is
     not computed."""
-    from mha_viz.models import capture, tiled
+    from mha_viz.models import tiled
 
     checked, check = [], tiled._check
 
@@ -91,11 +91,7 @@ def test_a_call_nothing_records_still_checks_its_output_against_eager(monkeypatc
     monkeypatch.setattr(tiled, "_check", check_spy)
     for kind in ("llama", "gpt_oss"):
         model = _model(kind)
-        ids, mask = _batch(96)
-        _, calls = _tiled_pass(model, ids[:1], mask[:1], block=0)  # untiled: the call's q, k, v, mask
-        call = calls[-1]
-        module = next(m for m in model.modules() if id(m) == call.module_id)
-        eager = capture.eager_of(module)
+        call, module, eager = last_call(model)  # untiled: the call's q, k, v, mask
         add = torch.where(call.allowed, 0.0, torch.finfo(torch.float32).min)  # the additive causal mask [1, 1, n, n]
         told = {"scaling": call.scaling, "dropout": 0.0}
         if kind == "gpt_oss":

@@ -81,3 +81,13 @@ def _eager_pass(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor):
     with torch.no_grad():
         return model(input_ids=ids, attention_mask=mask, output_hidden_states=True, output_attentions=True,
                      use_cache=False)  # fmt: skip
+
+
+def last_call(model: torch.nn.Module, n: int = 96):
+    """The last attention call of one untiled pass over the first of _batch(n)'s texts (its q, k, v and mask), the
+    module that made it and the model's own eager attention function: (call, module, eager)."""
+    ids, mask = _batch(n)
+    _, calls = _tiled_pass(model, ids[:1], mask[:1], block=0)
+    call = calls[-1]
+    module = next(m for m in model.modules() if id(m) == call.module_id)
+    return call, module, capture.eager_of(module)

@@ -44,9 +44,10 @@ def heads_grid(
     value_name: str = "weight",
     pooled: int = 0,
     cap: bool = False,
+    linked: bool = True,
 ) -> go.Figure:
     """heads_grid_spec's chart as a plotly figure (for the notebook API and figures that change it further)."""
-    spec = heads_grid_spec(pattern, tokens, titles, cols, clickable, key_tokens, value_name, pooled, cap)
+    spec = heads_grid_spec(pattern, tokens, titles, cols, clickable, key_tokens, value_name, pooled, cap, linked)
     return go.Figure(spec, _validate=False)  # checked once, in tests (tests/test_finish.py)
 
 
@@ -60,6 +61,7 @@ def heads_grid_spec(
     value_name: str = "weight",
     pooled: int = 0,
     cap: bool = False,
+    linked: bool = True,
 ) -> dict:
     """One heatmap per head on a shared colour scale (0 to the largest weight shown, or with ``cap`` (at length) for
     pooled maps to the zoom.cap_for percentile of the cells, the colour bar saying so; ``value_name`` titles it).
@@ -71,6 +73,8 @@ def heads_grid_spec(
     view shows every weight. Shapes: pattern [n_heads, query_pos, key_pos]; tokens [query_pos];
     key_tokens [key_pos] (default: tokens). ``pooled`` f > 0: ``pattern`` is already
     pool_blocks(pattern, m) with block side f, m <= GRID_MAX_CELLS (pooled once by the caller, who keeps the full one).
+    ``linked`` False: the panels' axes are not linked with ``matches`` (a zoom in one moves no other; plotly.js draws
+    it without a second pass over them, issue 36 §6): for panels that already share fixed ranges.
     """
     h = int(pattern.shape[0])
     keys = tokens if key_tokens is None else key_tokens
@@ -113,11 +117,13 @@ def heads_grid_spec(
         bottom = max(range(c, h, cols))  # the lowest panel in column c with a head: its labels show
         layout["xaxis" + ax] = {
             "anchor": "y" + ax, "domain": list(x_dom[c]), **plain, "range": [-0.5, nk - 0.5], **xticks,
-            **({} if i == bottom else {"matches": f"x{bottom + 1 if bottom else ''}", "showticklabels": False}),
+            **({} if i == bottom else {"showticklabels": False}),
+            **({"matches": f"x{bottom + 1 if bottom else ''}"} if linked and i != bottom else {}),
         }  # fmt: skip
         layout["yaxis" + ax] = {
             "anchor": "x" + ax, "domain": list(y_dom[r]), **plain, "range": [n - 0.5, -0.5], **yticks,
-            **({} if c == 0 else {"matches": f"y{r * cols + 1 if r else ''}", "showticklabels": False}),
+            **({} if c == 0 else {"showticklabels": False}),
+            **({"matches": f"y{r * cols + 1 if r else ''}"} if linked and c != 0 else {}),
         }  # fmt: skip
         if i >= h:
             layout["xaxis" + ax]["visible"] = layout["yaxis" + ax]["visible"] = False  # an empty last-row panel

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.figures.common import safe
-from mha_viz.figures.grids import heads_grid_spec
+from mha_viz.figures.grids import heads_grid
 
 COLOURS = ("rgb(30,90,170)", "rgb(200,80,60)", "rgb(60,150,80)", "rgb(140,90,170)")
 
@@ -66,12 +66,8 @@ def before_after(
     shown = list(range(before.shape[0])) if heads is None else [int(i) for i in heads]
     pairs = np.stack([before[shown], after[shown]], 1).reshape(2 * len(shown), *before.shape[1:])  # [2s, q, k]
     titles = [t for i in shown for t in (f"head {i} before", f"head {i} after: JS {distance[i]:.3f}")]
-    spec = heads_grid_spec(pairs, tokens, titles, cols=4, clickable=False, key_tokens=key_tokens)
-    # the panels' axes not linked ("matches"): every panel already has the same fixed ranges, and linked axes cost
-    # plotly.js a second pass over them on each draw (issue 36 §6, as in figures.heatmap.matrix_pair)
-    layout = {k: ({a: v for a, v in ax.items() if a != "matches"} if isinstance(ax, dict) and "matches" in ax else ax)
-              for k, ax in spec["layout"].items()}  # fmt: skip
-    return go.Figure({"data": spec["data"], "layout": layout}, _validate=False)  # heads_grid's checked dict, unlinked
+    # not linked: every panel already has the same fixed ranges (issue 36 §6, as in figures.heatmap.matrix_pair)
+    return heads_grid(pairs, tokens, titles, cols=4, clickable=False, key_tokens=key_tokens, linked=False)
 
 
 def energy_figure(curves: Mapping[str, np.ndarray], title: str) -> go.Figure:

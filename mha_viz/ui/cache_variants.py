@@ -1,7 +1,6 @@
 """The Variants tab's caches (ui/views/variants.py re-exports them): the K/V-sharing study and one layer's patterns
 converted, the query/key spectra and the shared-basis curve (collaborative heads), and the mixture of heads' usage and
-curve; and the share part's two figures, finished (a switch back to the tab draws them from here). Plain values in,
-what the study returns out; a long study shows a progress bar while it runs."""
+curve. Plain values in, what the study returns out; a long study shows a progress bar while it runs."""
 
 from __future__ import annotations
 
@@ -9,8 +8,6 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.config import Config
-from mha_viz.figures.finish import Finished, finish
-from mha_viz.figures.variants import before_after, cache_curve
 from mha_viz.studies import collab, moh, variants
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.memo import sized_cache
@@ -90,31 +87,3 @@ def get_moh(config: Config, text: str, target: str | None, part: str) -> moh.Moh
         return moh.moh_curve(model_of(config), [text], part, target, importance=imp, progress=progress)
     finally:
         bar.empty()
-
-
-@sized_cache(max_entries=16, max_mb=8)
-def heads_figure(
-    before: np.ndarray,
-    after: np.ndarray,
-    distance: np.ndarray,
-    tokens: tuple[str, ...],
-    keys: tuple[str, ...],
-    heads: tuple[int, ...] | None,
-) -> Finished:
-    """figures.variants.before_after, finished and kept: a switch back to the tab (or a rerun of the page) draws it
-    from here, not through plotly again (issue 36 §6). ``heads`` None: every head. Shapes: before, after [h, q, k];
-    distance [h]."""
-    return finish(before_after(before, after, distance, tokens, keys, heads))
-
-
-@sized_cache(max_entries=16, max_mb=4)
-def curve_figure(
-    curves: dict[str, tuple[list[int], list[float], list[float]]],
-    own: tuple[int, float],
-    measure: str,
-    title: str,
-    x_title: str,
-) -> Finished:
-    """figures.variants.cache_curve, finished and kept (its plotly build and finish were most of the tab's server
-    time on a switch back to it)."""
-    return finish(cache_curve(curves, own, measure, title, x_title))

@@ -33,6 +33,7 @@ from mha_viz.figures import (
 from mha_viz.figures.finish import AsBuilt, finish
 from mha_viz.figures.grids import heads_grid_spec
 from mha_viz.figures.heatmap import matrix_spec
+from mha_viz.figures.variants import before_after, cache_curve
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.timing import timed_plot
@@ -100,6 +101,8 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "token_bars": token_bars,
     "paired_bars": paired_bars,
     "paired_bars_rows": paired_bars_rows,  # Two sentences' two paired charts as one
+    "variants_before_after": before_after,  # Variants' heads before and after sharing K/V
+    "variants_cache_curve": cache_curve,  # Variants' output change against the KV cache
     "layer_head_values": layer_head_values,
 }
 

@@ -21,16 +21,14 @@ from mha_viz.studies import collab, importance, moh, variants
 from mha_viz.trace import MhaVizError
 from mha_viz.ui.cache import model_of
 from mha_viz.ui.cache_variants import (
-    curve_figure,
     get_moh,
     get_patterns,
     get_rank_curve,
     get_spectra,
     get_study,
     get_usage,
-    heads_figure,
 )
-from mha_viz.ui.common import csv_bytes, downloads, plot
+from mha_viz.ui.common import cached_figure, csv_bytes, downloads, plot
 from mha_viz.ui.context import Ctx, needs_pretrained
 
 MOST_CHANGED = 4  # heads shown before and after at first (the most changed; 8 panels, not 24: ~0.3 s less to draw)
@@ -104,9 +102,8 @@ def _before_after(ctx: Ctx, args: tuple, groups: tuple, grouping: str) -> None:
         help=f"off: the {MOST_CHANGED} heads whose patterns changed most, largest change first",
     )  # fmt: skip
     shown = shown_heads(dist, every, MOST_CHANGED)
-    fig = heads_figure(
-        before, after, dist, tuple(tokens), tuple(keys), None if shown is None else tuple(map(int, shown))
-    )
+    heads = None if shown is None else tuple(map(int, shown))
+    fig = cached_figure("variants_before_after", before, after, dist, tuple(tokens), tuple(keys), heads)
     plot(fig, "variants_heads", ctx.image_format)
     st.caption(change_note(dist, every, MOST_CHANGED))
 
@@ -130,8 +127,13 @@ def _whole_model(ctx: Ctx, found: variants.Study, kvh: int) -> None:
     own = found.points[0]
     tokens_said = f"{variants.LONG_CONTEXT:,} tokens" if long_ctx else f"this text's {found.tokens:.0f} tokens"
     title = f"Output change against the KV cache ({tokens_said})"
-    fig = curve_figure(
-        curves, (own.kv_heads, mib(own)), importance.measure_short(lm), title, f"KV cache (MiB, {tokens_said})"
+    fig = cached_figure(
+        "variants_cache_curve",
+        curves,
+        (own.kv_heads, mib(own)),
+        importance.measure_short(lm),
+        title,
+        f"KV cache (MiB, {tokens_said})",
     )  # kept finished: a switch back to the tab draws it from the cache
     plot(fig, "variants_curve", ctx.image_format)
     st.dataframe(share_table(found, kvh, variants.LONG_CONTEXT), hide_index=True)
