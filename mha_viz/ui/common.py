@@ -34,6 +34,7 @@ from mha_viz.figures.finish import AsBuilt, finish
 from mha_viz.figures.grids import heads_grid_spec
 from mha_viz.figures.heatmap import matrix_spec
 from mha_viz.figures.variants import before_after, cache_curve
+from mha_viz.figures.wo_pair import change_and_contributions
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.memo import sized_cache
 from mha_viz.ui.timing import timed_plot
@@ -103,6 +104,7 @@ FIGURE_BUILDERS: dict[str, Callable[..., go.Figure]] = {
     "paired_bars_rows": paired_bars_rows,  # Two sentences' two paired charts as one
     "variants_before_after": before_after,  # Variants' heads before and after sharing K/V
     "variants_cache_curve": cache_curve,  # Variants' output change against the KV cache
+    "wo_change_and_contributions": change_and_contributions,  # W^O's change per token over the heads' contributions
     "layer_head_values": layer_head_values,
 }
 

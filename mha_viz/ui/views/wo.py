@@ -11,11 +11,11 @@ from mha_viz.analysis.plans.wo import meaning, wo_plan
 from mha_viz.config import MAX_SEED
 from mha_viz.figures.finish import Finished, finish
 from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
-from mha_viz.figures.wo_pair import change_and_contributions, wo_pair
+from mha_viz.figures.wo_pair import wo_pair
 from mha_viz.trace import AttentionTrace
 from mha_viz.ui.choices import valid_choice, valid_choices
 from mha_viz.ui.claims import show_identity_claim, wo_words
-from mha_viz.ui.common import csv_bytes, downloads, head_names, plot
+from mha_viz.ui.common import cached_figure, csv_bytes, downloads, head_names, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.links import check_float, check_int
 from mha_viz.ui.memo import sized_cache
@@ -37,16 +37,6 @@ def wo_pair_figure(
     Plotly build are the tab's largest cost, and a switch back to the tab draws it from here."""
     fig, note = wo_pair(W_O, in_use, titles, title_chars)
     return finish(fig), note
-
-
-@sized_cache(max_entries=16, max_mb=4)
-def change_figure(
-    tokens: tuple[str, ...], series: dict[str, np.ndarray], norms: np.ndarray, heads: tuple[str, ...],
-    titles: tuple[str, str],
-) -> Finished:  # fmt: skip
-    """figures.wo_pair.change_and_contributions (bars per token, the heads' contributions under them), finished and
-    kept. Shapes: each series [n]; norms [h, n]."""
-    return finish(change_and_contributions(tokens, series, norms, heads, titles))
 
 
 def _wo_edits(h: int) -> dict:
@@ -125,7 +115,7 @@ def _what_if(ctx: Ctx) -> None:
         "Output change per token (this layer's attention output, before residual and LayerNorm)",
         "Each head's contribution after W^O: ‖z_h · W^O_h‖ per token",
     )
-    fig = change_figure(tuple(labels), series, norms, tuple(head_names(h)), titles)
+    fig = cached_figure("wo_change_and_contributions", tuple(labels), series, norms, tuple(head_names(h)), titles)
     plot(fig, "wo_change", ctx.image_format)  # the change and the heads' contributions: one chart (issue 36 §6)
     st.caption(meaning(st.session_state.get("wo_mode", "identity")))
     _downloads(base, t, norms, change)
