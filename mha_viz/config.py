@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 OWN = "own"
@@ -104,6 +105,15 @@ def hosted() -> bool:
     return bool(os.environ.get("MHA_VIZ_ALLOWED_MODELS", "").strip()) or os.environ.get(
         "MHA_VIZ_HOSTED", ""
     ).strip().lower() in ("1", "true", "yes")
+
+
+def cache_dir() -> Path:
+    """Where mha-viz keeps extracted models and the server's stored first page ($MHA_VIZ_CACHE, else
+    ~/.cache/mha-viz). Here, not in models/sources.py, so the server reads it without importing torch."""
+    base = os.environ.get("MHA_VIZ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mha-viz"
+    )
+    return Path(base)
 
 
 # --- Config's three parts: the cache keys and the road take the one they depend on; each default is written here once,

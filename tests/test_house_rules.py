@@ -77,7 +77,7 @@ BELOW = {  # what each layer may import from the package, besides itself
     "studies": {"engine", "runtime", "models", "analysis", "pipeline"},
     "ui": {"engine", "runtime", "models", "analysis", "pipeline", "studies", "figures"},
     "show": {"engine", "runtime", "models", "analysis", "pipeline", "studies", "figures"},
-    "serve": {"engine", "runtime", "ui"},
+    "serve": {"engine", "runtime", "ui", "figures"},  # figures: the stored first page, drawn without ui's torch
     "cli": {"engine", "runtime", "models", "analysis", "pipeline", "studies", "figures", "show"},
     "__main__": {"cli"},
 }

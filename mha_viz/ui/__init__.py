@@ -56,6 +56,7 @@ from mha_viz.ui.warm import preload_plotly, start_model_load
 __all__ = ["guarded", "main", "plain"]
 log = logging.getLogger("mha_viz")
 VIEW_FUNCS: dict[str, Callable[[Ctx], None]] = {v.name: v.run() for v in REGISTRY}  # every view, from the registry
+PAGE_TITLE, PAGE_HEADER = "mha-viz: multi-head attention", "mha-viz · multi-head attention, made visible"
 
 
 def _context(c: Controls, stack: contextlib.ExitStack) -> Ctx | None:
@@ -129,7 +130,7 @@ def main() -> None:
 
 
 def _main() -> None:
-    st.set_page_config(page_title="mha-viz: multi-head attention", layout="wide")
+    st.set_page_config(page_title=PAGE_TITLE, layout="wide")
     collect_garbage()  # what earlier runs left in reference cycles
     adapt()  # torch's threads: the cores other processes leave free (a busy machine), unless the count is fixed
     start_model_load()  # a cold server: the bundled model loads while the sidebar is drawn
@@ -137,7 +138,7 @@ def _main() -> None:
     st.session_state[IGNORED] = {}  # link values this run could not use, shown once at the top
     try:
         c = guarded(sidebar)  # a failing control is a message, never a traceback
-        st.subheader("mha-viz · multi-head attention, made visible")
+        st.subheader(PAGE_HEADER)
         notice = st.container()
         try:
             if isinstance(c, Controls):

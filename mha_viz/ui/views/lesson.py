@@ -7,26 +7,34 @@ import dataclasses
 
 import streamlit as st
 
-from mha_viz.analysis.lesson import Panel, Step, build_steps
-from mha_viz.analysis.plans.lesson import lesson_opening
+from mha_viz.analysis.lesson import Panel, Step
 from mha_viz.config import WINDOW_ROWS
-from mha_viz.figures.heatmap import HALF_ROW_TITLE_CHARS as TITLE_CHARS
 from mha_viz.figures.lesson import mark_row
 from mha_viz.trace import AttentionTrace
-from mha_viz.ui.cache_studies import get_loop_vs_batched, get_plain_weights
+from mha_viz.ui.cache_studies import get_loop_vs_batched
 from mha_viz.ui.choices import valid_choice
-from mha_viz.ui.claims import all_rows, show_equivalence, show_identity_claim, wo_words
+from mha_viz.ui.claims import all_rows, show_equivalence, show_identity_claim
 from mha_viz.ui.common import cached_figure, forget_figures, plot
 from mha_viz.ui.context import Ctx
 from mha_viz.ui.lazy import LazyBoxes
+from mha_viz.ui.lesson_screen import (
+    FIRST_SCREEN,
+    HEIGHT,
+    FirstMap,
+    figure_call,
+    first_map,
+    intro_text,
+    lesson_steps,
+    opening_of,
+    row_caption,
+    window_rows,
+)
 from mha_viz.ui.opened import follow_head
 from mha_viz.ui.sidebar import plain as escaped
 from mha_viz.ui.timing import timed_fragment
 from mha_viz.ui.variant_section import variant_section
 
-PER_ROW, HEIGHT = 2, 380  # matrices side by side, and their height: Step by step's sizing (two per row, 380 px)
-FIRST_SCREEN, FIRST_HEIGHT = [1, 2], 440  # the first screen's words and map (the map the largest picture on it)
-FIRST_WIDTH = 560  # about how wide that map is drawn at 1280 px (two thirds of the page): its labels' room
+PER_ROW = 2  # matrices side by side (their height: lesson_screen.HEIGHT, Step by step's sizing)
 
 
 STEP_KEY = "lesson_step_{}"  # session_state: whether step n's expander is open (the claims: CLAIM_KEYS)
@@ -53,9 +61,8 @@ def _lesson(ctx: Ctx) -> None:
     page draws one step; a fragment, so opening a step or choosing another head reruns only the lesson."""
     forget_figures("lesson_")  # a step closed since the last run no longer belongs in the page's .html download
     t = ctx.trace()
-    b = ctx.base
     h = t.n_heads
-    opening = lesson_opening(t.pattern.numpy(), b.tokens.pieces, b.key_tokens.pieces)
+    opening = opening_of(ctx, t)
     took = follow_head(ctx, "lesson_head", h, default=opening.head)  # the opened head (else this layer's first)
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     i = int(
@@ -66,31 +73,19 @@ def _lesson(ctx: Ctx) -> None:
     )  # fmt: skip
     BOXES.button(right, "lesson_open_all", "Every step's matrices and both claims at once (a longer page to draw).")
     # the first screen: the head's attention is its largest picture (two thirds of the width), the words beside it
+    # (lesson_screen: the server's stored first page is recorded from the same functions)
     intro, first = st.columns(FIRST_SCREEN)
-    intro.markdown(
-        escaped(
-            f"Multi-head attention in seven steps, on your text in {ctx.where} of {b.model_name}, for head {i} of {h}."
-        )
-        + " On the right, what this head ends with: each token's attention weights over the tokens (a row sums to "
-        "1). Every matrix below is the one this layer computes (hover for the numbers); change the text, the layer "
-        "or the head and the lesson follows. Open a step to see how the weights are made."
-    )
+    intro.markdown(intro_text(ctx, i, h))
     intro.caption(escaped(opening.shown(i)))
-    weights = get_plain_weights(ctx.sel) if b.plain else None
-    steps = build_steps(t, i, plain=b.plain, weights=weights, scaled=ctx.config.scaled, wo_words=wo_words(ctx))
+    steps = lesson_steps(ctx, t, i)
     rows = _row_window(len(t.tokens))
     it = opening.marked(rows)
-    pattern = next((p for step in steps for p in step.panels if p.kind == "weights"), None)
-    if pattern is not None:
+    shown = first_map(t, steps, i, rows, it)
+    if shown is not None:
         with first:
-            shown = window_rows(pattern, rows)
-            fig = lesson_figure(dataclasses.replace(shown, title=f"Head {i}: attention weights {shown.shape}"),
-                                FIRST_HEIGHT, FIRST_WIDTH)  # fmt: skip
-            if it is not None and shown.row_labels == tuple(t.tokens[rows]):
-                fig = mark_row(fig, it - rows.start, t.tokens[it])
-            plot(fig, "lesson_first", ctx.image_format)
+            plot(first_figure(shown), "lesson_first", ctx.image_format)
     if it is not None:
-        intro.caption(escaped(f"The row of “{t.tokens[it]}” (token {it}) is outlined in red in every token matrix."))
+        intro.caption(row_caption(t, it))
     _steps(ctx, t, steps, rows, it)
     variant_section(ctx, t, i, rows, "lesson_variant")  # own weights as GQA/MQA/MOHSA/MoH/DCMHA: the extra steps
     _claims(ctx, rows)
@@ -118,23 +113,15 @@ def _steps(ctx: Ctx, t: AttentionTrace, steps: list[Step], rows: slice, it: int 
 
 def lesson_figure(p: Panel, height: int = HEIGHT, width: int | None = None) -> dict:
     """A step panel's heatmap, finished and kept (a head, layer or text seen before is drawn again from the cache)."""
-    if p.kind == "scores":
-        return cached_figure(
-            "scores_heatmap", p.matrix, p.col_labels, p.row_labels, p.title, height=height, title_chars=TITLE_CHARS
-        )
-    return cached_figure(
-        "matrix_heatmap",
-        p.matrix,
-        p.col_labels,
-        p.row_labels,
-        p.title,
-        diverging=p.kind == "signed",
-        value_name=p.value_name,
-        attention=p.kind == "weights",
-        height=height,
-        title_chars=TITLE_CHARS,
-        **({} if width is None else {"width": width}),  # (the first screen's map: wider than a half row)
-    )
+    call = figure_call(p, height, width)
+    return cached_figure(call.builder, *call.args, **call.kwargs)
+
+
+def first_figure(shown: FirstMap) -> dict:
+    """The first screen's map, its row outlined (the server's stored first page draws the same: serve/light.py)."""
+    call = shown.call
+    fig = cached_figure(call.builder, *call.args, **call.kwargs)
+    return fig if shown.mark is None else mark_row(fig, *shown.mark)
 
 
 def _row_window(n: int) -> slice:
@@ -159,13 +146,6 @@ def _row_window(n: int) -> slice:
         "the n × n matrices would have too many cells to draw and read. Move the window above."
     )
     return slice(a, a + WINDOW_ROWS)
-
-
-def window_rows(p: Panel, rows: slice) -> Panel:
-    """The panel's query rows in ``rows`` (a panel whose rows are not the tokens, e.g. W^O, is kept whole)."""
-    if rows.stop - rows.start >= len(p.row_labels) or p.matrix.shape[0] != len(p.row_labels):
-        return p
-    return dataclasses.replace(p, matrix=p.matrix[rows], row_labels=p.row_labels[rows])
 
 
 def _claims(ctx: Ctx, rows: slice | None = None) -> None:
