@@ -78,7 +78,14 @@ def test_head_count_view(minilm) -> None:
 def test_wo_view_identity_check_and_ablation(minilm) -> None:
     at = run_app(view="W^O")
     assert_clean(at)
-    assert len(specs(at)) == 3  # W^O and the W^O in use as one chart; the change and the contributions as one
+    assert len(specs(at)) == 2  # W^O and the W^O in use as one chart; the change and the contributions as one
+    (said,) = [c.value for c in at.caption if "Largest |difference|" in c.value]  # the check's result, no chart
+    assert float(said.split("Largest |difference|: ")[1].split(" ")[0]) < 1e-6
+    at = new_app(view="W^O")
+    at.session_state["wo_identity_open"] = True  # the check's matrices are drawn only while its expander is open
+    at.run()
+    assert_clean(at)
+    assert len(specs(at)) == 3
     check = specs(at)[-1]  # the one-head check, drawn (tests/test_lesson.py holds its matrices to torch)
     assert "single-head" in check["layout"]["title"]["text"] and array(heatmaps(check)[2]["z"]).max() < 1e-6
     rel = array(specs(at)[1]["data"][0]["y"])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from apptest_helpers import array, assert_clean, heatmaps, open_all, run_app, specs
+from apptest_helpers import array, assert_clean, heatmaps, new_app, open_all, run_app, specs
 
 from conftest import SENTENCE, random_weights
 from mha_viz.analysis.lesson import default_head, mask_kind, wo_origin
@@ -273,7 +273,9 @@ def test_every_surface_opens_on_the_same_head(minilm) -> None:
 
 # --- the W^O tab --------------------------------------------------------------------------------------
 def test_wo_view_draws_wo_and_the_identity_check(minilm) -> None:
-    at = run_app(view="W^O", layer="3")
+    at = new_app(view="W^O", layer="3")
+    at.session_state["wo_identity_open"] = True  # the check's matrices: drawn only while its expander is open
+    at.run()
     assert_clean(at)
     t, w, x = _minilm_layer(minilm, 3)
     wo = specs(at)[0]

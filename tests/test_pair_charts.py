@@ -66,7 +66,10 @@ def test_wo_tab_draws_the_pair_as_one_chart(minilm) -> None:
     assert_clean(at)
     t = _trace(minilm, SENTENCE, 3)
     pair = [s for s in specs(at) if s["layout"].get("meta") == WO_PAIR]
-    assert len(pair) == 1 and len(specs(at)) == 3  # before: five charts (each matrix, the bars, the map, the check)
+    assert len(pair) == 1 and len(specs(at)) == 2  # before: five charts (each matrix, the bars, the map, the check)
+    # the check's matrices only while its expander is open; its result is said without them
+    assert [e.label for e in at.expander if e.label.startswith("The check's matrices")]
+    assert any("Largest |difference|" in c.value for c in at.caption)
     want = finish(wo_pair(t.W_O.numpy(), wo_matrix(t.W_O, "identity").numpy(), ("a", "b"))[0])
     for axis in ("x", "x2"):
         np.testing.assert_array_equal(array(_panel(pair[0], axis)["z"]), array(_panel(want, axis)["z"]))

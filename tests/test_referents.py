@@ -236,17 +236,19 @@ def test_app_two_sentences_ranking(minilm, minilm_two) -> None:
     at = run_app(view="Two sentences")
     clean(at)
     assert (at.selectbox(key="two_c1").value, at.selectbox(key="two_c2").value) == ("animal", "street")
-    first = next(m.value for m in at.markdown if m.value.startswith("1. "))
+    first = at.radio(key="two_top").options[0].replace("\\", "")  # the ranked heads: one radio
     assert first.startswith(f"1. layer {top[0][0]}, head {top[0][1]}: moved +{top[0][2]:.3f}")
+    assert at.radio(key="two_top").index == 0  # the shown head's row is chosen
     assert any(t.startswith(f"Layer {top[0][0]}, head {top[0][1]}: “it”") for t in titles(at))  # opened on the top
-    at.button(key="two_open_3").click().run()
+    at.radio(key="two_top").set_value(2).run()  # the third-ranked head opens below
     clean(at)
     assert (at.selectbox(key="two_layer").value, at.selectbox(key="two_head").value) == top[2][:2]
+    assert at.radio(key="two_top").index == 2
     assert any(t.startswith(f"Layer {top[2][0]}, head {top[2][1]}: “it”") for t in titles(at))
     at.button(key="two_swap").click().run()  # the sentences change places: the same heads, the opposite sign
     clean(at)
     assert at.sidebar.text_area(key="text").value == WIDE and at.text_input(key="text_b").value == SENTENCE
-    first = next(m.value for m in at.markdown if m.value.startswith("1. "))
+    first = at.radio(key="two_top").options[0].replace("\\", "")
     back = ranking(pb, pa)  # swapped: what moved from "animal" to "street" going from "wide" to "tired"
     assert first.startswith(f"1. layer {back[0][0]}, head {back[0][1]}: moved {back[0][2]:+.3f}")
 

@@ -185,6 +185,10 @@ def short_title(title: str, px: float) -> str:
     return title if len(title) <= most else title[: most - 1].rstrip() + "…"
 
 
+BAR_PX = 320  # the Overview's colour bar's length (above the grid)
+BAR_ROOM_PX = 62  # the room above the grid for the bar, its title and its tick labels
+
+
 def overview(
     patterns: np.ndarray,
     tile: int = OVERVIEW_TILE,
@@ -222,9 +226,16 @@ def overview(
             zmax=top or (float(np.nanmax(canvas)) if np.isfinite(canvas).any() else 1.0),
             hovertemplate=f"{'mean ' if f > 1 else ''}weight %{{z:.4g}}<extra></extra>",  # the real value
             hoverongaps=False,
-            colorbar={"title": {"text": "weight" + (cap_words(cap) if top else "")}},
+            # above the grid, from its left edge: a bar at the right sat beyond an empty band wherever the square
+            # tiles left the plot wider than the grid (a tall model: SmolLM2's 30 × 9 grid is ~360 of ~900 px);
+            # its title on one line (the capped words' breaks were for a vertical bar)
+            colorbar={
+                "title": {"text": "weight" + (cap_words(cap).replace("<br>", " ") if top else ""), "side": "top"},
+                "orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "bottom", "ypad": 6,
+                "lenmode": "pixels", "len": BAR_PX, "thickness": 12,
+            },
         )
-    )
+    )  # fmt: skip
     lx, hx = np.meshgrid(range(n_layers), range(n_heads), indexing="ij")
     fig.add_trace(
         go.Scatter(
@@ -238,7 +249,7 @@ def overview(
         )
     )
     # fixed ranges, the canvas exactly: autorange would pad them for the click markers (up to 40 px a side)
-    fig.update_xaxes(tickvals=centres_x, showgrid=False, zeroline=False, constrain="domain",
+    fig.update_xaxes(tickvals=centres_x, showgrid=False, zeroline=False, constrain="domain", constraintoward="left",
                      range=[-0.5, canvas.shape[1] - 0.5])  # fmt: skip
     fig.update_yaxes(
         tickvals=centres_y,
@@ -248,6 +259,7 @@ def overview(
         zeroline=False,
         scaleanchor="x",
         constrain="domain",  # square tiles by narrowing the plot, not by padding the range: the ticks hug the tiles
+        constraintoward="top",  # a wide grid right under its colour bar
     )
     note = f" (each tile averaged over {f}×{f} token blocks)" if f > 1 else ""
     # square tiles (scaleanchor): as large as the width allows while the grid fits in 780 px, but never smaller
@@ -255,8 +267,8 @@ def overview(
     tile_px = max(OVERVIEW_TILE_PX, min(GRID_WIDTH_PX / max(n_heads, 1), 780 / max(n_layers, 1)))
     fig.update_layout(
         title={"text": f"All {plural(n_layers, 'layer')} × {plural(n_heads, 'head')}{note}", "font": {"size": 14}},
-        height=int(n_layers * tile_px + 120),
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
+        height=int(n_layers * tile_px + 120 + BAR_ROOM_PX),
+        margin={"l": 10, "r": 10, "t": 50 + BAR_ROOM_PX, "b": 10},
         clickmode="event+select",
     )
     fig = safe(fig)

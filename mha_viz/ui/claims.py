@@ -22,16 +22,25 @@ def wo_words(ctx: Ctx) -> str:
 
 
 def show_identity_claim(
-    ctx: Ctx, rows: tuple[str, ...], key: str, say: Callable[[str], object], hint: str = "", window: slice | None = None
+    ctx: Ctx,
+    rows: tuple[str, ...],
+    key: str,
+    say: Callable[[str], object],
+    hint: str = "",
+    window: slice | None = None,
+    chart: bool = True,
 ) -> None:
     """Claim (b) as a picture: h = 1 with W^O = I against plain self-attention, or (via ``say``) why this layer
-    cannot show it."""
+    cannot show it. ``chart=False``: its result in words only (the matrices drawn elsewhere, on demand)."""
     b = ctx.base
     blocker = identity_blocker(b.plain, b.n_heads, b.n_kv_heads, b.d_head, b.d_model)
     if blocker:
         say(f"Not shown for this layer: {blocker}.{hint}")
         return
     one = get_identity_pair(ctx.sel)
+    if not chart:
+        st.caption(result_words(one))
+        return
     if window is not None and window.stop - window.start < len(rows):
         one, rows = (
             dataclasses.replace(one, left=one.left[window], right=one.right[window], note=one.note + all_rows(one)),
@@ -44,7 +53,12 @@ def show_equivalence(eq: Equivalence, rows: tuple[str, ...], title: str, key: st
     """Both matrices and their difference, with the largest difference in words."""
     fig = cached_figure("comparison", eq.left, eq.right, (eq.left_name, eq.right_name), tuple(rows), title)
     plot(fig, key, image_format)
-    st.caption(f"{eq.note} Largest |difference|: {eq.max_diff:.2e} (float64 rounding: the same computation).")
+    st.caption(result_words(eq))
+
+
+def result_words(eq: Equivalence) -> str:
+    """An equivalence's result in words: its note and the largest difference."""
+    return f"{eq.note} Largest |difference|: {eq.max_diff:.2e} (float64 rounding: the same computation)."
 
 
 def all_rows(eq: Equivalence) -> str:

@@ -191,8 +191,9 @@ def downloads(
 
     The files are built when a button is clicked, not on every rerun: Streamlit calls the callable then (on its
     own thread; the arrays are the frozen ones this run drew). ``csv_data`` may be such a callable too. A click
-    does not rerun the page."""
-    cols = st.columns(4)
+    does not rerun the page. One button goes on the page itself: four columns for it were five more blocks for the
+    browser to lay out on every switch (issue 36 §6)."""
+    cols = st.columns(4) if npz is not None and csv_data is not None else (st, st)
     if npz is not None:
         arrays = dict(npz)
         cols[0].download_button(

@@ -60,14 +60,14 @@ def shown_head(
     L, H = pa.shape[:2]
     valid_choice("two_layer", list(range(L)), top[0])
     valid_choice("two_head", list(range(H)), top[1])
-    left, right = st.columns(2)
+    left, right, why = st.columns([2, 2, 1], vertical_alignment="bottom")  # the Why? button in the row: fewer blocks
     la = int(left.selectbox("Shown layer", list(range(L)), key="two_layer", bind="query-params"))
     he = int(right.selectbox("Shown head", list(range(H)), key="two_head", bind="query-params"))
     ia, ib = np.asarray([i for i, _ in pairs]), np.asarray([j for _, j in pairs])
     wa, mass_a = shared_weights(pa[la, he, 0], ia)  # [m], []
     wb, mass_b = shared_weights(pb[la, he, 0], ib)
     _, (labels_a, labels_b) = sides
-    why_link(st, "two_why", la, he, sides[0][0][qa], *(labels_a[int(i)] for i in r["keys"]))  # referent 1 against 2
+    why_link(why, "two_why", la, he, sides[0][0][qa], *(labels_a[int(i)] for i in r["keys"]))  # referent 1 against 2
     keys = [labels_a[i] for i in ia]
     names = ("first sentence", "second sentence")
     c1, c2 = (plain(labels_a[int(i)]) for i in r["keys"])

@@ -1,5 +1,5 @@
-"""The Two sentences tab in a real browser: a ranked head's Open button and a click on the layer × head map both
-open that head below (the bars' and heatmaps' titles name it, the shown layer/head go into the link)."""
+"""The Two sentences tab in a real browser: choosing a ranked head (a radio option) and a click on the layer × head
+map both open that head below (the bars' and heatmaps' titles name it, the shown layer/head go into the link)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from e2e.conftest import RENDER_TIMEOUT_MS, wait_for_run
 
-ROW = re.compile(r"^layer (\d+), head (\d+): moved [+-]\d\.\d{3}")  # a ranked head (a markdown list item)
+ROW = re.compile(r"^\d\. layer (\d+), head (\d+): moved [+-]\d\.\d{3}")  # a ranked head (a radio option)
 EXCEPTION = "[data-testid='stException']"
 
 
@@ -34,13 +34,13 @@ def test_open_button_and_map_click_open_the_head(page: Page, app_url: str) -> No
     expect(panel(page).locator(".js-plotly-plot").first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
     expect(page.get_by_role("button", name="Swap tired ↔ wide")).to_be_visible()
 
-    rows = panel(page).locator("li").filter(has_text=ROW)
+    rows = panel(page).locator(".st-key-two_top label").filter(has_text=ROW)
     expect(rows).to_have_count(5)  # the top 5
     m = ROW.match(rows.nth(2).inner_text().strip())  # the third-ranked head
     assert m is not None
     layer, head = int(m[1]), int(m[2])
     expect(title(page, layer, head)).to_have_count(0)  # the top head is shown first, not this one
-    page.locator(".st-key-two_open_3 button").click()
+    rows.nth(2).click()
     wait_for_run(page)
     expect(title(page, layer, head)).to_have_count(1, timeout=RENDER_TIMEOUT_MS)
     expect(page.get_by_label("Shown layer")).to_have_value(str(layer))
@@ -81,6 +81,6 @@ def test_long_text_swaps_the_bare_word_and_focuses_on_the_first_it(page: Page, a
     expect(panel(page).locator(".js-plotly-plot").first).to_be_visible(timeout=RENDER_TIMEOUT_MS)
     expect(page.get_by_role("button", name="Swap tired ↔ wide", exact=True)).to_be_visible()
     expect(panel(page).get_by_text("the focus is the 1st of 35 (token 10)")).to_be_visible()
-    top = panel(page).locator("li").filter(has_text=ROW).first
+    top = panel(page).locator(".st-key-two_top label").filter(has_text=ROW).first
     expect(top).not_to_contain_text(re.compile(r"moved [+-]0\.000"))
     expect(page.locator(EXCEPTION)).to_have_count(0)

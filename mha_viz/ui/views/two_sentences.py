@@ -29,6 +29,7 @@ from mha_viz.ui.two_head import shown_head, verdict
 
 SHOWN = ("two_layer", "two_head")
 TOP_MOVED = 5
+TOP = "two_top"  # the ranked heads' radio
 NOTE = "_two_note"  # session_state: what the "replace word" button could not do
 
 
@@ -53,6 +54,22 @@ def _show(layer: int, head: int) -> None:
     set_linked(two_layer=layer, two_head=head)
 
 
+def _pick_top(top: list[tuple[int, int, float]]) -> None:
+    """A ranked head chosen: open it below."""
+    rank = st.session_state.get(TOP)
+    if rank is not None:
+        _show(*top[rank][:2])
+
+
+def _row(rank: int, la: int, he: int, v: float, a: np.ndarray, b: np.ndarray, n1: str, n2: str) -> str:
+    """A ranked head's line: what moved, and where each sentence's weight went (a, b: referent 1, referent 2, the
+    sinks, the rest)."""
+    return (
+        f"{rank}\\. layer {la}, head {he}: moved {v:+.3f} ({n1} {a[0]:.2f} → {b[0]:.2f}, {n2} {a[1]:.2f} → "
+        f"{b[1]:.2f}, sinks {a[2]:.2f} → {b[2]:.2f}, the rest {a[3]:.2f} → {b[3]:.2f})"
+    )
+
+
 _on_map_click = map_click("two_moved", _show)
 
 
@@ -70,7 +87,7 @@ def _sentences(ctx: Ctx) -> str:
         max_chars=5000,
     )
     diff = differing_words(ctx.text, text_b)
-    a, b, c = st.columns([2, 2, 1.5], vertical_alignment="bottom")
+    a, b, c, d = st.columns([2, 2, 1.5, 1.5], vertical_alignment="bottom")  # the swap too: one row, fewer blocks
     check_text("two_old", 100)
     check_text("two_new", 100)
     st.session_state.setdefault("two_old", diff[0] if diff else "")
@@ -79,11 +96,11 @@ def _sentences(ctx: Ctx) -> str:
                  bind="query-params")  # fmt: skip
     b.text_input("with", key="two_new", max_chars=100, bind="query-params")
     c.button("Make the second sentence", key="two_build", on_click=_build)
+    swap = plain(f"Swap {diff[0]} ↔ {diff[1]}") if diff else "Swap the two sentences"
+    d.button(swap, key="two_swap", on_click=_swap, help="The first sentence (sidebar) and the second change places.")
     note = st.session_state.pop(NOTE, None)
     if note:
         st.warning(plain(note))
-    swap = plain(f"Swap {diff[0]} ↔ {diff[1]}") if diff else "Swap the two sentences"
-    st.button(swap, key="two_swap", on_click=_swap, help="The first sentence (sidebar) and the second change places.")
     return text_b
 
 
@@ -129,9 +146,9 @@ def two_view(ctx: Ctx) -> None:
     if plan.causal_note:
         st.info(plan.causal_note)
     cols = st.columns(3)
-    focus = _focus(ctx, plan, text_b, cols[0])
+    focus, notes = _focus(ctx, plan, text_b, cols[0])
     qa, qb = plan.rows(focus)
-    picked = _referents(ctx, plan, focus, qa, cols[1:])
+    picked = _referents(ctx, plan, focus, qa, cols[1:], notes)
     if picked is None:
         return
     c1, c2 = picked
@@ -146,21 +163,19 @@ def two_view(ctx: Ctx) -> None:
     shown_head(ctx, pa, pb, qa, qb, list(plan.pairs), focus, text_b, sides, top[0][:2], r)
 
 
-def _focus(ctx: Ctx, plan: TwoFocus, text_b: str, col: DeltaGenerator) -> str:
-    """The focus token picker (the plan's options and default), with the plan's notes."""
+def _focus(ctx: Ctx, plan: TwoFocus, text_b: str, col: DeltaGenerator) -> tuple[str, list[str]]:
+    """The focus token picker (the plan's options and default), and the plan's notes on it."""
     valid_choice("two_focus", plan.options, plan.default)
     focus = col.selectbox("Focus token (in both sentences)", plan.options, key="two_focus", bind="query-params",
                           on_change=_forget_shown)  # fmt: skip
-    if focus == plan.default and plan.note:
-        st.caption(plain(plan.note))
-    note = repeat_note(ctx.text, text_b, plan.first_change)
-    if note:
-        st.caption(plain(note))
-    return focus
+    notes = [plan.note] if focus == plan.default and plan.note else []
+    notes.append(repeat_note(ctx.text, text_b, plan.first_change))
+    return focus, notes
 
 
-def _referents(ctx: Ctx, plan: TwoFocus, focus: str, qa: int, cols: list) -> tuple[str, str] | None:
-    """The two candidate referents' pickers (the plan's defaults, and why); None when both are the same."""
+def _referents(ctx: Ctx, plan: TwoFocus, focus: str, qa: int, cols: list, notes: list[str]) -> tuple[str, str] | None:
+    """The two candidate referents' pickers (the plan's defaults, and why), and every note on the pickers as one
+    caption (``notes``: the focus's); None when both are the same."""
     shared = list(plan.shared)
     row = None  # the focus row's mean over every layer and head, needed only without the seed example's words
     if not seed_words(shared):
@@ -173,7 +188,10 @@ def _referents(ctx: Ctx, plan: TwoFocus, focus: str, qa: int, cols: list) -> tup
     c2 = cols[1].selectbox("Candidate 2 (weight goes to it)", shared, key="two_c2", bind="query-params",
                            on_change=_forget_shown)  # fmt: skip
     if why_c and (c1, c2) == (shared[found_c[0]], shared[found_c[1]]):
-        st.caption(plain(why_c))
+        notes.append(why_c)
+    said = [plain(n) for n in notes if n]
+    if said:
+        st.caption("  \n".join(said))  # one element, a line each
     if c1 == c2:
         st.info("Choose two different candidate referents.")
         return None
@@ -198,13 +216,13 @@ def _ranking(
     layer_head_map(r["switched"], title, "moved", "two_moved", ctx.image_format, _on_map_click, diverging=True)
     top = rank_switch(r["switched"], TOP_MOVED)
     verdict(r, f, n1, n2)
-    st.markdown(f"**Top {len(top)} heads** by the weight moved towards “{n2}” (*Open* shows the head below):")
-    for rank, (la, he, v) in enumerate(top, 1):
-        a, b = r["dest_a"][la, he], r["dest_b"][la, he]
-        left, right = st.columns([5, 1])
-        left.markdown(
-            f"{rank}. layer {la}, head {he}: moved {v:+.3f} ({n1} {a[0]:.2f} → {b[0]:.2f}, {n2} {a[1]:.2f} → "
-            f"{b[1]:.2f}, sinks {a[2]:.2f} → {b[2]:.2f}, the rest {a[3]:.2f} → {b[3]:.2f})"
-        )
-        right.button("Open", key=f"two_open_{rank}", on_click=_show, args=(la, he))
+    # one radio for the ranked heads (was a row of columns, text and an Open button per head: 15 blocks and 10
+    # elements the browser re-renders on every switch, issue 36 §6); choosing one opens it below
+    rows = [_row(rank, la, he, v, r["dest_a"][la, he], r["dest_b"][la, he], n1, n2)
+            for rank, (la, he, v) in enumerate(top, 1)]  # fmt: skip
+    shown = tuple(st.session_state.get(k) for k in SHOWN)
+    shown = top[0][:2] if None in shown else shown  # none chosen yet: the top head opens
+    st.session_state[TOP] = next((i for i, (la, he, _) in enumerate(top) if (la, he) == shown), None)
+    st.radio(f"**Top {len(top)} heads** by the weight moved towards “{n2}” (choose one to open it below):",
+             range(len(top)), key=TOP, format_func=rows.__getitem__, on_change=_pick_top, args=(top,))  # fmt: skip
     return top

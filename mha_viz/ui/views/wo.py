@@ -89,7 +89,15 @@ def wo_view(ctx: Ctx) -> None:
     st.markdown(_intro(ctx))
     _what_if(ctx)
     st.markdown("**One head and W^O = identity is plain single-head self-attention** (the check of the Lesson tab)")
-    show_identity_claim(ctx, base.tokens, "wo_identity", st.caption)
+    # its result in words; its three matrices only while the expander is open (the Lesson tab draws them too): a
+    # chart fewer for the browser to draw twice on every switch to this tab (issue 36 §6)
+    if not st.session_state.get("wo_identity_open"):  # closed: the result first, in words
+        show_identity_claim(ctx, base.tokens, "wo_identity", st.caption, chart=False)
+    box = st.expander("The check's matrices: h = 1 with W^O = I, plain self-attention, their difference",
+                      key="wo_identity_open", on_change="rerun")  # fmt: skip
+    if box.open:
+        with box:
+            show_identity_claim(ctx, base.tokens, "wo_identity", st.caption)
 
 
 @st.fragment
