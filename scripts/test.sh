@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (once) and run the whole test suite: lint, then pytest in two passes, and print each pass's wall time:
 #   1. every tier but e2e (unit, model, app, slow) over the cores (pytest-xdist: a test file in one worker);
-#   2. the e2e tier (real servers, Chromium, HAProxy, CLI processes, kernels) over two workers (MHA_VIZ_E2E_WORKERS;
+#   2. the e2e tier (real servers, Chromium, HAProxy, CLI processes, kernels) over three workers (MHA_VIZ_E2E_WORKERS;
 #      1: in one process, one test at a time).
 # Extra arguments go to both passes (a -m EXPR is combined with each pass's own); either pass may find no test,
 # not both. --fast (first argument): lint, then only the unit and model tiers over the cores, and its wall time.
@@ -70,30 +70,34 @@ while [ $# -gt 0 ]; do
 done
 only() { if [ -n "$marks" ]; then echo "($marks) and ($1)"; else echo "$1"; fi; }
 # One worker per core, at most 4 (each holds its own models). --dist loadfile: a test file runs whole in one worker (its
-# module fixtures built once; the files with most tests start first). (loadgroup does not group under pytest 9.2:
-# pytest-xdist issue 1386.)
+# module fixtures built once); --no-loadscope-reorder: the files start in the order collected, which
+# tests/heavy_first.py makes heaviest first by measured seconds (not by test count: a long file of few tests started
+# last and ran alone at the end). (loadgroup does not group under pytest 9.2: pytest-xdist issue 1386.)
 # Each worker's torch and BLAS get the cores per worker (1 here): two workers of two threads each on two cores wait
 # for each other's time slices (one 512 x 512 eigvals on a busy machine: 107 s with two threads, 26 s with one).
 cores="$(nproc 2>/dev/null || echo 1)"
 per_worker=$((cores / (cores < 4 ? cores : 4)))
 per_worker=$((per_worker > 0 ? per_worker : 1))
-e2e_workers="${MHA_VIZ_E2E_WORKERS:-2}" e2e_how="in one process" e2e_par=()
+# Three e2e workers on two cores: with two, the cores were ~40 % idle (an e2e test mostly waits for its server,
+# browser or CLI process); docs/test-times.md has the runs (every page-wait and served-within limit passed).
+e2e_workers="${MHA_VIZ_E2E_WORKERS:-3}" e2e_how="in one process" e2e_par=()
 if [ "$e2e_workers" -gt 1 ]; then
   e2e_how="over $e2e_workers workers"
-  e2e_par=(-n "$e2e_workers" --dist loadfile)
+  e2e_par=(-n "$e2e_workers" --dist loadfile --no-loadscope-reorder)
 fi
 set +e
 start=$SECONDS
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-$per_worker}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$per_worker}" \
   OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$per_worker}" \
-  "$venv/bin/python" -m pytest -m "$(only "not e2e")" -n auto --maxprocesses=4 --dist loadfile ${args[@]+"${args[@]}"}
+  "$venv/bin/python" -m pytest -m "$(only "not e2e")" -n auto --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
+  ${args[@]+"${args[@]}"}
 code=$?
 parallel_s=$((SECONDS - start))
 e2e_s="not run"
 if [ "$code" = 0 ] || [ "$code" = 1 ] || [ "$code" = 5 ]; then  # 2 interrupted, 3 internal error, 4 usage: stop here
-  # Two workers, a test file whole in one (--dist loadfile): an e2e test's time is mostly other processes (a server,
-  # Chromium, a CLI run, a kernel) starting and working while the test process waits, so two files at once keep both
-  # cores busy (docs/e2e-workers.md). Each worker that runs a browser file starts its own app server and
+  # Three workers, a test file whole in one (--dist loadfile): an e2e test's time is mostly other processes (a server,
+  # Chromium, a CLI run, a kernel) starting and working while the test process waits, so three files at once keep
+  # both cores busy (docs/e2e-workers.md, docs/test-times.md). Each worker that runs a browser file starts its own app server and
   # Chromium (the session fixtures of tests/e2e/conftest.py); every server, proxy and kernel is on a free port.
   start=$SECONDS
   OMP_NUM_THREADS="${OMP_NUM_THREADS:-$per_worker}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$per_worker}" \

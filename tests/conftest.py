@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from mha_viz.runtime.allocator import huge_pages
 
@@ -189,14 +190,30 @@ def llama_dir(tmp_path_factory) -> str:
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test gets its tier (unit, model, app, e2e) by the rule of tests/tiers.py, unless it was given one."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test gets its tier (unit, model, app, e2e) by the rule of tests/tiers.py, unless it was given one. With
+    ``--no-loadscope-reorder`` (scripts/test.sh's xdist passes), the heaviest files first (tests/heavy_first.py)."""
     from tiers import explicit_tier, fixture_functions, tier_of
 
     for item in items:
         if explicit_tier([m.name for m in item.iter_markers()]) is None:
             test, module = getattr(item, "obj", None), getattr(item, "module", None)
             item.add_marker(tier_of(item.path, module, test, fixture_functions(item)))
+    if getattr(config.option, "loadscopereorder", True) is not False:
+        return  # a plain run keeps pytest's order (a file's e2e and other tests are not pulled apart)
+    from heavy_first import heaviest_first
+
+    root = Path(__file__).resolve().parents[1]
+    items[:] = heaviest_first(
+        items, lambda it: Path(it.path).resolve().relative_to(root).as_posix(), lambda it: it.get_closest_marker("e2e")
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Streamlit's component scan of the installed packages once per process, not once per AppTest."""
+    from streamlit_once import scan_components_once
+
+    scan_components_once()
 
 
 _TIMES: list = []  # the run's TierTimes (tests/tier_times.py), made on the first report

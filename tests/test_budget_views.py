@@ -73,11 +73,28 @@ def _unchunked_lens(lm, resid: torch.Tensor, pos: int, final_id: int) -> dict:
     return {"ids": ids, "probs": probs, "top_ids": top_ids, "top_probs": top_probs, "final": final}
 
 
+@pytest.fixture(scope="module")
+def unchunked(smollm2):
+    """SENTENCE's token ids, its residual stream and the reference lens per (position, final token id), each computed
+    once for the five cases below: none of them depends on the chunk size or the first lens position (three
+    distinct references instead of five, one residual-stream pass instead of five)."""
+    ids = pipeline.record(smollm2, SENTENCE).tokens.ids
+    stream = residual_stream(smollm2, ids)
+    refs: dict[tuple[int, int], dict] = {}
+
+    def reference(pos: int, final_id: int) -> dict:
+        if (pos, final_id) not in refs:
+            refs[pos, final_id] = _unchunked_lens(smollm2, stream.resid[1:], pos, final_id)
+        return refs[pos, final_id]
+
+    return ids, stream, reference
+
+
 @pytest.mark.slow  # five SmolLM2 lens runs (~35 s): in the whole suite, not in --fast
 @pytest.mark.parametrize(
     ("position", "first", "chunk"), [(None, 0, 3), (2, 0, 3), (2, 5, 3), (9, 5, 4), (None, 0, None)]
 )
-def test_chunked_lens_matches_the_unchunked_lens(smollm2, monkeypatch, position, first, chunk) -> None:
+def test_chunked_lens_matches_the_unchunked_lens(smollm2, unchunked, monkeypatch, position, first, chunk) -> None:
     """Chunks of 3 or 4 positions: the same top guesses, and probabilities within float32 rounding of the LM
     head (a matrix product's last bits depend on how many rows it multiplies at once: logits differ by ≤ 5e-5 of
     72). One chunk for the whole text (the default size on a short text): bit for bit the unchunked lens."""
@@ -95,8 +112,9 @@ def test_chunked_lens_matches_the_unchunked_lens(smollm2, monkeypatch, position,
     r = logits.readout(smollm2, SENTENCE, position, rec=rec, lens_from=first)
     n = len(rec.tokens.ids)
     assert calls and max(calls) <= (chunk or n)  # never [L, n, vocab] at once
-    stream = residual_stream(smollm2, rec.tokens.ids)
-    ref = _unchunked_lens(smollm2, stream.resid[1:], r.position, r.top_ids[0])
+    ids, stream, reference = unchunked
+    assert np.array_equal(np.asarray(rec.tokens.ids), np.asarray(ids))  # the module's reference is of this text
+    ref = reference(r.position, int(r.top_ids[0]))
     tol = 2e-5 if chunk is not None else 0.0
     np.testing.assert_array_equal(r.lens_ids, ref["ids"][:, first:])
     np.testing.assert_allclose(r.lens_probs, ref["probs"][:, first:], rtol=0, atol=tol)

@@ -137,11 +137,10 @@ def smol_text(n_tokens: int) -> str:
 
 
 @needs_smollm2
-def test_smollm2_long_views_render_windowed_and_pooled() -> None:
-    from mha_viz.models.load import load_model
-
+@pytest.mark.usefixtures("loaded_once")  # the page's SmolLM2 load answered by the worker's session model, as below
+def test_smollm2_long_views_render_windowed_and_pooled(smollm2) -> None:
     text = smol_text(600)
-    lm = load_model("smollm2", "cpu")
+    lm = smollm2  # the worker's session SmolLM2 (the same load), not a load of its own
     rec = record(lm, text)
     n = len(rec.tokens.ids)
     assert n > 512

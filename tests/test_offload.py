@@ -101,8 +101,8 @@ def test_hosted_mode_takes_no_offload_folder(monkeypatch, tmp_path: Path) -> Non
 
 @pytest.mark.slow  # SmolLM2 twice, once spread to disk (MiniLM on disk below is the fast check)
 @pytest.mark.skipif(not smollm2_ready(), reason="the bundled SmolLM2 is not converted (bash scripts/setup.sh)")
-def test_smollm2_with_layers_on_disk_records_what_the_whole_model_records() -> None:
-    whole = load_model("smollm2", "cpu")
+def test_smollm2_with_layers_on_disk_records_what_the_whole_model_records(smollm2) -> None:
+    whole = smollm2  # the reference: the worker's session SmolLM2 (the same whole load on the CPU)
     spread = load_model("smollm2", _device("cpu=300MB"))  # ~540 MB of float32 weights: the later layers go to disk
     where = spread.device_map
     on_disk = [k for k, v in where.items() if v == "disk" and k.startswith("model.layers.")]
@@ -144,8 +144,8 @@ def test_a_model_wholly_on_disk_reads_its_weights_and_serves_threads(minilm) -> 
 
 @pytest.mark.slow  # SmolLM2 loaded whole and with its LM head on disk (slow tier)
 @pytest.mark.skipif(not smollm2_ready(), reason="the bundled SmolLM2 is not converted (bash scripts/setup.sh)")
-def test_head_rows_of_an_offloaded_lm_head() -> None:
-    whole, spread = load_model("smollm2", "cpu"), load_model("smollm2", _device("cpu=1MB"))
+def test_head_rows_of_an_offloaded_lm_head(smollm2) -> None:
+    whole, spread = smollm2, load_model("smollm2", _device("cpu=1MB"))  # whole: the worker's session SmolLM2
     assert spread.device_map == {"": "disk"}
     for a, b in zip(head_rows(whole, [1, 5, 9]), head_rows(spread, [1, 5, 9]), strict=True):
         assert torch.equal(a, b)

