@@ -158,6 +158,22 @@ async def run_page(url: str, query: str, before: tuple[bytes, ...] = ()) -> Page
     return page
 
 
+async def first_run(url: str, query: str = "") -> list[tuple[float, tuple[int, ...], object]]:
+    """A new session's run of ``?query``, sent at once: every delta as (unix time it arrived, its delta path, the
+    ForwardMsg's delta), until the run finishes."""
+    seen = []
+    async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
+        await ws.send(rerun(query))
+        async with asyncio.timeout(RUN_TIMEOUT_S):
+            while True:
+                msg = ForwardMsg()
+                msg.ParseFromString(await ws.recv())
+                if msg.WhichOneof("type") == "script_finished":
+                    return seen
+                if msg.WhichOneof("type") == "delta":
+                    seen.append((time.time(), tuple(msg.metadata.delta_path), msg.delta))
+
+
 def frame(payload: bytes) -> bytes:
     """One masked binary websocket frame (as a client sends it)."""
     head = bytes([0x82])

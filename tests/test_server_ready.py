@@ -6,7 +6,6 @@ heatmap. The same start shows that the model is loaded before any visit and that
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -23,12 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import websockets
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from mha_viz.serve import ready
 from mha_viz.serve import start as server_start
-from tests.stream_client import RUN_TIMEOUT_S, rerun, run_async, serve
+from tests.stream_client import first_run, run_async, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -172,23 +169,17 @@ async def _timed_first_page(ws_url: str) -> tuple[list[tuple[float, list[str]]],
     """A first visit's page run, sent at once: (unix time it arrived, its trace types) for each chart, and its
     errors."""
     charts, errors = [], []
-    async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
-        await ws.send(rerun(""))
-        async with asyncio.timeout(RUN_TIMEOUT_S):
-            while True:
-                msg = ForwardMsg()
-                msg.ParseFromString(await ws.recv())
-                if msg.WhichOneof("type") == "script_finished":
-                    return charts, errors
-                if msg.WhichOneof("type") != "delta" or msg.delta.WhichOneof("type") != "new_element":
-                    continue
-                element = msg.delta.new_element
-                kind = element.WhichOneof("type")
-                if kind == "plotly_chart" and element.plotly_chart.spec:
-                    data = json.loads(element.plotly_chart.spec).get("data", [])
-                    charts.append((time.time(), [t.get("type", "scatter") for t in data]))
-                elif kind == "exception" or (kind == "alert" and element.alert.format == element.alert.ERROR):
-                    errors.append(str(element)[:300])
+    for at, _, delta in await first_run(ws_url):
+        if delta.WhichOneof("type") != "new_element":
+            continue
+        element = delta.new_element
+        kind = element.WhichOneof("type")
+        if kind == "plotly_chart" and element.plotly_chart.spec:
+            data = json.loads(element.plotly_chart.spec).get("data", [])
+            charts.append((at, [t.get("type", "scatter") for t in data]))
+        elif kind == "exception" or (kind == "alert" and element.alert.format == element.alert.ERROR):
+            errors.append(str(element)[:300])
+    return charts, errors
 
 
 def test_a_cold_servers_first_page_sends_a_chart_while_the_preload_still_imports(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ against the live MiniLM (the preload's check)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -23,12 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import websockets
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from mha_viz.serve import light, page_store, record
 from mha_viz.serve import start as server_start
-from tests.stream_client import RUN_TIMEOUT_S, rerun, run_async, serve
+from tests.stream_client import first_run, run_async, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 300
@@ -78,24 +75,14 @@ def stored(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def _first_run(ws_url: str) -> list[tuple[float, tuple[int, ...], str, object]]:
-    """A first visit's page run, sent at once: every delta as (unix time, delta path, kind, element)."""
+    """A first visit's page run, sent at once: every block or element as (unix time, delta path, kind, element)."""
     seen = []
-    async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
-        await ws.send(rerun(""))
-        async with asyncio.timeout(RUN_TIMEOUT_S):
-            while True:
-                msg = ForwardMsg()
-                msg.ParseFromString(await ws.recv())
-                if msg.WhichOneof("type") == "script_finished":
-                    return seen
-                if msg.WhichOneof("type") != "delta":
-                    continue
-                path = tuple(msg.metadata.delta_path)
-                if msg.delta.WhichOneof("type") == "add_block":
-                    seen.append((time.time(), path, "block", None))
-                elif msg.delta.WhichOneof("type") == "new_element":
-                    element = msg.delta.new_element
-                    seen.append((time.time(), path, element.WhichOneof("type"), element))
+    for at, path, delta in await first_run(ws_url):
+        if delta.WhichOneof("type") == "add_block":
+            seen.append((at, path, "block", None))
+        elif delta.WhichOneof("type") == "new_element":
+            seen.append((at, path, delta.new_element.WhichOneof("type"), delta.new_element))
+    return seen
 
 
 def _final(seen: list) -> dict[tuple[int, ...], tuple[str, object]]:
@@ -165,17 +152,11 @@ def test_a_linked_page_is_never_the_stored_page(tree: Path, stored: Path, tmp_pa
     """A visitor with a link (?layer=2) waits for the live page: no stored chart is sent."""
 
     async def linked(ws_url: str) -> list[str]:
-        ids = []
-        async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
-            await ws.send(rerun("layer=2"))
-            async with asyncio.timeout(RUN_TIMEOUT_S):
-                while True:
-                    msg = ForwardMsg()
-                    msg.ParseFromString(await ws.recv())
-                    if msg.WhichOneof("type") == "script_finished":
-                        return ids
-                    if msg.WhichOneof("type") == "delta" and msg.delta.new_element.WhichOneof("type") == "plotly_chart":
-                        ids.append(msg.delta.new_element.plotly_chart.id)
+        return [
+            d.new_element.plotly_chart.id
+            for _, _, d in await first_run(ws_url, "layer=2")
+            if d.WhichOneof("type") == "new_element" and d.new_element.WhichOneof("type") == "plotly_chart"
+        ]
 
     with serve(tmp_path, _env(tree, stored, tmp_path / "t.jsonl"), root=tree) as server:
         ids = run_async(linked(server.ws_url))
