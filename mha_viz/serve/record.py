@@ -41,17 +41,17 @@ def default_page() -> tuple[dict, dict, np.ndarray]:
     from mha_viz.ui.found import found_head
     from mha_viz.ui.lesson_screen import FIRST_SCREEN, first_screen
     from mha_viz.ui.registry import VIEWS
-    from mha_viz.ui.sidebar import DEFAULT_TEXT, Controls
+    from mha_viz.ui.sidebar import DEFAULT_TEXT, Controls, opening_layer
 
     # the sidebar's Config with every control at its default (sidebar.sidebar, then mask_controls for an encoder)
     config = Config(model="", device=str(resolve_device("auto")), scaled=True, placement="").replace(causal=False)
     lm = model_of(config)
     part = lm.parts[0]
     found = found_head(Selection(config, DEFAULT_TEXT, None, part))  # the layer the page opens on (layer_control)
-    n_layers = lm.n_layers(part)
-    layer = found.layer if found is not None and n_layers > 1 and 0 <= found.layer < n_layers else 0
+    layer = opening_layer(getattr(found, "layer", 0), lm.n_layers(part))
     sel = Selection(config, DEFAULT_TEXT, None, part, layer)
-    controls = Controls(config, "bundled", DEFAULT_TEXT, None, False, True, False, "png", None)
+    controls = Controls(config=config, kind="bundled", text=DEFAULT_TEXT, layer_slot=None, causal=False, scaled=True,
+                        hide_special=False, image_format="png")  # fmt: skip
     screen = first_screen(Ctx(c=controls, sel=sel, base=get_base(sel)))
     if screen.first is None:
         raise ValueError("the default page draws no map")

@@ -221,6 +221,12 @@ def part_control(controls: Controls, parts: tuple[str, ...], encoder_decoder: bo
     return str(part), target
 
 
+def opening_layer(found: int, n_layers: int) -> int:
+    """The layer a page opens on when neither the session nor the link names one: ``found`` (the found head's
+    layer) when the model has it, else 0 (the stored first page records the same: serve/record.py)."""
+    return found if n_layers > 1 and 0 <= found < n_layers else 0
+
+
 def layer_control(controls: Controls, n_layers: int, default: Callable[[], int] | None = None) -> int:
     """The layer picker, drawn in its slot once the model (and so its layer count) is known. ``default`` gives
     the first layer shown when neither the session nor the link names a layer or a head (called only then)."""
@@ -228,8 +234,7 @@ def layer_control(controls: Controls, n_layers: int, default: Callable[[], int] 
     bad = value is not None and value not in [str(i) for i in range(max(n_layers, 1))]
     first = 0
     if "layer" not in st.session_state and (value is None or bad) and "head" not in st.query_params and default:
-        first = default() if n_layers > 1 else 0
-        first = first if 0 <= first < n_layers else 0
+        first = opening_layer(default(), n_layers) if n_layers > 1 else 0
     if bad:
         has = "one layer (0)" if n_layers <= 1 else f"layers 0-{n_layers - 1}"
         note_ignored("layer", value, f"this model has {has}; showing layer {first}")
