@@ -19,6 +19,13 @@ from mha_viz.pipeline.road import traces
 TOL = 1e-5  # our trace against the eager model's own attention
 
 
+def output_gap(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    """The largest difference of two W^O outputs, relative to their size where it is above 1: float32 keeps ~7
+    digits, so at SmolLM2's |x| = 180 (layer 24) one step is 1.5e-5, above TOL; with one BLAS thread on some CPUs
+    the recomputed output differs from the model's by 3 such steps. Compare with ``<= TOL``."""
+    return (ours - theirs).abs().max().item() / max(1.0, theirs.abs().max().item())
+
+
 def id_tokens(ids: list[int]) -> Tokens:
     """Tokens for raw ids, labelled t0, t1, ..."""
     names = tuple(f"t{i}" for i in range(len(ids)))

@@ -12,7 +12,7 @@ import threading
 import pytest
 import torch
 import transformers as tf
-from references import TOL, id_tokens, reference
+from references import TOL, id_tokens, output_gap, reference
 
 from conftest import SENTENCE
 from mha_viz.config import Config
@@ -55,7 +55,7 @@ def test_architecture_reproduced(model_type: str) -> None:
         t = layer_trace(lm, rec, part, layer, Config())
         assert t.model_delta == 0.0 or t.model_delta <= TOL
         assert (t.pattern - attn[(part, layer)][0]).abs().max().item() <= TOL, (part, layer, "pattern")
-        assert (t.output - wo_out[(part, layer)][0]).abs().max().item() <= TOL, (part, layer, "W^O output")
+        assert output_gap(t.output, wo_out[(part, layer)][0]) <= TOL, (part, layer, "W^O output")
         assert t.pattern.shape[-1] == len(t.key_tokens) and t.pattern.shape[-2] == len(t.tokens)
     if lm.encoder_decoder:
         assert lm.parts == ("encoder", "decoder", "cross")
@@ -91,7 +91,7 @@ def test_minilm_every_layer_several_sentences(minilm: LoadedModel) -> None:
         for layer in range(6):
             t = layer_trace(minilm, rec, "encoder", layer, Config())
             assert (t.pattern - attn[("encoder", layer)][0]).abs().max().item() == 0.0
-            assert (t.output - wo_out[("encoder", layer)][0]).abs().max().item() <= TOL
+            assert output_gap(t.output, wo_out[("encoder", layer)][0]) <= TOL
 
 
 def test_minilm_padded_batch(minilm: LoadedModel) -> None:
@@ -240,7 +240,7 @@ def test_smollm2_offline_decoder_reproduced(smollm2) -> None:
     for layer in range(30):
         t = layer_trace(lm, rec, None, layer, Config())
         assert t.model_delta <= TOL
-        assert (t.output - rec.run.calls[("decoder", layer)].wo_out[0]).abs().max().item() <= TOL
+        assert output_gap(t.output, rec.run.calls[("decoder", layer)].wo_out[0]) <= TOL, layer
 
 
 def test_overflowing_model_is_refused_not_drawn_as_nan() -> None:
