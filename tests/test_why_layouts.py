@@ -16,7 +16,7 @@ from conftest import SENTENCE, _tiny_tokenizer
 from mha_viz.models.load import model_classes, prepare
 from mha_viz.models.tokens import tokenize
 from mha_viz.pipeline.door import run
-from mha_viz.pipeline.scores import recording_sources, sides
+from mha_viz.pipeline.scores import RecordSources, sides
 from mha_viz.studies.why import why_at
 from mha_viz.trace import MhaVizError
 from zoo import ZOO, build
@@ -82,8 +82,9 @@ def test_a_shape_mismatch_inside_the_split_is_a_refusal(qwen3_next) -> None:
     their head size) meets a shape mismatch inside the split: a MhaVizError in words, not a RuntimeError."""
     lm, tokens = qwen3_next, _tokens(qwen3_next)
     part = lm.part(None)
-    with recording_sources(lm, part, 0, (2, 10)) as rec:
-        call = run(lm, torch.tensor([tokens.ids]), only=(part, 0), extras=False).calls[(part, 0)]
+    sources = RecordSources(part, 0, (2, 10))
+    ran = run(lm, torch.tensor([tokens.ids]), sources, only=(part, 0), extras=False)
+    call, rec = ran.calls[(part, 0)], ran.records[sources]
     cut = dataclasses.replace(call, q=call.q[..., :8], k=call.k[..., :8])
     with pytest.raises(MhaVizError, match=r"cannot follow layer 0's query/key path.*not supported"):
         sides(lm, part, 0, 0, rec, cut)

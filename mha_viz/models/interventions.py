@@ -6,6 +6,11 @@ the model's own eager attention, ``mask(attention_mask, q, k)`` on the mask it g
 in: rotate → share K/V → (key mask) → replace q/k/v → the model's attention → rotate back → ablate → head mask
 → route → replace out. A new experiment is one class here and one test.
 
+A Record reads instead of changing: what passes through the model's modules beyond its attention calls (a layer's
+input, its norms and MLP, W^O's input and output: the residual stream per component, score_record.RecordSources; the
+final norm's input, unembed.FinalResidual). Its hooks live for its pass only (watch.py); the pass's ModelRun.records
+holds what it recorded.
+
 Shapes (transformers' layout): query [b, h, q, dh]; key, value [b, kv, k, dh]; attention_mask [b, 1|h, q, k]
 (additive: 0 kept, the dtype's minimum masked); out [b, q, h, dh] (the heads on their way into W^O).
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import torch
 
@@ -222,13 +227,36 @@ class Replace(Intervention):
         return self._put(out) if self.what == "out" else out
 
 
+class Hook(NamedTuple):
+    """A Record's hook on one module: ``kind`` "pre" calls fn(module, args, kwargs) before it runs, "post"
+    fn(module, args, output) after it; fn files into its Record's store and returns None."""
+
+    module: str  # the module's name in the model (model.get_submodule)
+    kind: str
+    fn: Callable[..., None]
+
+
+@dataclass(frozen=True, eq=False)
+class Record(Intervention):
+    """The base of what records, for one pass, what passes through the model's modules (not only its attention
+    calls); keyed by the (part, layer) it is about. It changes nothing: pre, mask and post stay the base's, and no
+    attention call gets it (plan_of)."""
+
+    def begin(self, lm: Any) -> tuple[Any, tuple[Hook, ...]]:
+        """A fresh store for one pass and the hooks that fill it (watch.watching registers them for that pass)."""
+        raise NotImplementedError
+
+
 Plan = dict[tuple[str, int], tuple[Intervention, ...]]
 
 
 def plan_of(interventions: Iterable[Intervention]) -> Plan:
-    """(part, layer) -> that call's interventions in stage order (the order given among equal stages)."""
+    """(part, layer) -> that call's interventions in stage order (the order given among equal stages); Records
+    are not a call's (their hooks are on modules: watch.py)."""
     plan: dict[tuple[str, int], list[Intervention]] = {}
     for i in interventions:
+        if isinstance(i, Record):
+            continue
         plan.setdefault((i.part, int(i.layer)), []).append(i)
     return {key: tuple(sorted(steps, key=lambda s: s.stage)) for key, steps in plan.items()}
 

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from mha_viz.config import TILE_BLOCK_CELLS, TILE_CHECK_ROWS
 from mha_viz.models.call import Call
 from mha_viz.models.capture import Recorder, StopForward, recording
-from mha_viz.models.interventions import Intervention, plan_of
+from mha_viz.models.interventions import Intervention, Record, plan_of
 from mha_viz.models.load import LoadedModel
 from mha_viz.models.offload import linear_in_out
+from mha_viz.models.watch import watching
 from mha_viz.trace import MhaVizError
 
 
 @dataclass(frozen=True, eq=False)
 class ModelRun:
-    """What one forward pass recorded: every attention call by (part, layer), and the model's outputs.
+    """What one forward pass recorded: every attention call by (part, layer), and the model's outputs; ``records``:
+    what each Record intervention of the pass recorded (its store, e.g. score_record.SourceRecord), by the Record.
 
     Shapes: hidden [b, pos, d_model] (the last hidden state; the decoder's for encoder-decoders);
     logits [b, pos, vocab] for models with an LM head, else None.
@@ -28,6 +31,7 @@ class ModelRun:
     calls: dict[tuple[str, int], Call]
     hidden: torch.Tensor
     logits: torch.Tensor | None
+    records: dict[Record, Any] = field(default_factory=dict)
 
 
 def run_model(
@@ -47,7 +51,8 @@ def run_model(
 ) -> ModelRun:
     """Run the whole model once, recording every attention call (``record``), with ``interventions``
     (interventions.py: Ablate, Replace, ShareKV, Rotate, HeadMask, Route, KeyMask, ... — what is done to a call
-    for this pass only, applied in their stage order). Studies come in through pipeline.run (pipeline/door.py).
+    for this pass only, applied in their stage order; a Record's module hooks for this pass only, what it recorded
+    in ModelRun.records). Studies come in through pipeline.run (pipeline/door.py).
 
     ``extras`` False (long texts): record only what the attention pattern needs (q, k, v, bias, mask: no X,
     no W^O input and output, no pre-rotary q and k) and compute the LM head's logits for the last position
@@ -85,7 +90,7 @@ def run_model(
         kwargs["position_ids"] = position_ids.to(dev)
     if decoder_ids is not None:
         kwargs["decoder_input_ids"] = decoder_ids.to(dev)
-    with torch.no_grad(), recording(rec):
+    with torch.no_grad(), recording(rec), watching(lm.model, lm, [s for s in steps if isinstance(s, Record)]) as kept:
         out = lm.model(**kwargs)
     calls = {(c.part, c.layer): c for c in rec.calls}
     if record and len(calls) != (1 if only else len(lm.sites)):
@@ -99,6 +104,7 @@ def run_model(
         calls=calls,
         hidden=hidden[-1].detach().float().cpu(),
         logits=None if logits is None or not extras else logits.detach().float().cpu(),
+        records=kept,
     )
 
 

@@ -2,23 +2,21 @@
 up to the chosen layer, every submodule's input and output inside those layers (the norms, the MLP, W^O), W^O's
 input (the heads side by side) and the rotary angles the chosen layer used. Never every source at every token.
 
-The hooks live for one pass only and file only into the recording that registered them (a ContextVar: another
-request running through the same shared model at the same time never files into it, nor this one into its)."""
+RecordSources is a Record intervention: given to the pass (pipeline.run), its hooks live for that pass only and
+file only into its own recording (watch.py: another request running through the same shared model at the same time
+never files into it, nor this one into its)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
 
+from mha_viz.models.interventions import Hook, Record
 from mha_viz.models.load import LoadedModel
 from mha_viz.trace import MhaVizError
 
-_ACTIVE: ContextVar[SourceRecord | None] = ContextVar("mha_viz_source_record", default=None)
 _INDEX = re.compile(r"\.\d+(?=\.|$)")
 
 
@@ -65,78 +63,74 @@ def _at(t: torch.Tensor | None, index: torch.Tensor, d: int) -> torch.Tensor | N
     return t[0].index_select(0, index.to(t.device)).detach().to(device="cpu", dtype=torch.float64)
 
 
-@contextmanager
-def recording_sources(lm: LoadedModel, part: str, layer: int, positions: tuple[int, ...]) -> Iterator[SourceRecord]:
-    """Hooks on layers 0..``layer`` of ``part`` that fill the SourceRecord yielded, for the passes made inside the
-    block (one is meant), removed afterwards."""
-    rec = SourceRecord(tuple(positions), layer_modules(lm, part))
-    model, d = lm.model, lm.d_model
-    index = torch.tensor(positions, dtype=torch.long)
-    handles = []
+@dataclass(frozen=True, eq=False)
+class RecordSources(Record):
+    """The residual stream per component at ``positions`` for a score split of (part, layer): hooks on layers
+    0..layer of ``part`` (each layer's input, its attention module's input and the rotary angles the chosen layer
+    used, W^O's input and output, every other submodule's input and output) that fill a SourceRecord
+    (ModelRun.records[self]) in the pass they are given to."""
 
-    def mine() -> bool:
-        return _ACTIVE.get() is rec
+    positions: tuple[int, ...] = ()
 
-    def on_layer(lay: int):
-        def pre(_m: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-            if mine():
+    def check(self, lm: LoadedModel) -> None:
+        super().check(lm)
+        if not self.positions or any(isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in self.positions):
+            raise MhaVizError("the score split records at one or more token positions (whole numbers from 0)")
+        for lay in range(self.layer + 1):
+            if lm.site(self.part, lay).moa:
+                raise MhaVizError("a mixture of attention heads picks W^O per token; the score split does not cover it")
+
+    def begin(self, lm: LoadedModel) -> tuple[SourceRecord, tuple[Hook, ...]]:
+        rec = SourceRecord(tuple(self.positions), layer_modules(lm, self.part))
+        part, layer, d = self.part, self.layer, lm.d_model
+        index = torch.tensor(self.positions, dtype=torch.long)
+
+        def on_layer(lay: int):
+            def pre(_m: torch.nn.Module, args: tuple, kwargs: dict) -> None:
                 h = _at(args[0] if args else kwargs.get("hidden_states"), index, d)
                 if h is not None:
                     rec.h_in[lay] = h
 
-        return pre
+            return pre
 
-    def on_attention(lay: int):
-        def pre(_m: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-            if not mine():
-                return
-            x = _at(args[0] if args else kwargs.get("hidden_states"), index, d)
-            if x is not None:
-                rec.x[lay] = x
-            pe = kwargs.get("position_embeddings")
-            if lay == layer and isinstance(pe, tuple) and len(pe) == 2 and all(isinstance(t, torch.Tensor) for t in pe):
-                rec.rope = tuple(t[:, index.to(t.device)].detach().cpu().double() for t in pe)  # [1, t, rot] each
+        def on_attention(lay: int):
+            def pre(_m: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+                x = _at(args[0] if args else kwargs.get("hidden_states"), index, d)
+                if x is not None:
+                    rec.x[lay] = x
+                pe = kwargs.get("position_embeddings")
+                rope = isinstance(pe, tuple) and len(pe) == 2 and all(isinstance(t, torch.Tensor) for t in pe)
+                if lay == layer and rope:
+                    rec.rope = tuple(t[:, index.to(t.device)].detach().cpu().double() for t in pe)  # [1, t, rot] each
 
-        return pre
+            return pre
 
-    def on_wo(lay: int):
-        def hook(_m: torch.nn.Module, args: tuple, out: object) -> None:
-            if mine() and args and isinstance(args[0], torch.Tensor) and isinstance(_first(out), torch.Tensor):
-                a = args[0]
-                rec.o_in[lay] = a[0].index_select(0, index.to(a.device)).detach().cpu().double()
-                rec.o_out[lay] = _at(_first(out), index, d)
+        def on_wo(lay: int):
+            def hook(_m: torch.nn.Module, args: tuple, out: object) -> None:
+                if args and isinstance(args[0], torch.Tensor) and isinstance(_first(out), torch.Tensor):
+                    a = args[0]
+                    rec.o_in[lay] = a[0].index_select(0, index.to(a.device)).detach().cpu().double()
+                    rec.o_out[lay] = _at(_first(out), index, d)
 
-        return hook
+            return hook
 
-    def on_sub(lay: int, name: str):
-        def hook(_m: torch.nn.Module, args: tuple, out: object) -> None:
-            y = _at(_first(out), index, d) if mine() else None
-            if y is not None:
-                rec.subs.setdefault(lay, {})[name] = (_at(args[0] if args else None, index, d), y)
+        def on_sub(lay: int, name: str):
+            def hook(_m: torch.nn.Module, args: tuple, out: object) -> None:
+                y = _at(_first(out), index, d)
+                if y is not None:
+                    rec.subs.setdefault(lay, {})[name] = (_at(args[0] if args else None, index, d), y)
 
-        return hook
+            return hook
 
-    try:
+        hooks = []
         for lay in range(layer + 1):
             site = lm.site(part, lay)
-            if site.moa:
-                raise MhaVizError("a mixture of attention heads picks W^O per token; the score split does not cover it")
-            top = model.get_submodule(rec.layers[lay])
-            handles.append(top.register_forward_pre_hook(on_layer(lay), with_kwargs=True))
-            handles.append(
-                model.get_submodule(site.name).register_forward_pre_hook(on_attention(lay), with_kwargs=True)
-            )
-            handles.append(model.get_submodule(site.wo).register_forward_hook(on_wo(lay)))
+            top = rec.layers[lay]
+            hooks += [Hook(top, "pre", on_layer(lay)), Hook(site.name, "pre", on_attention(lay)),
+                      Hook(site.wo, "post", on_wo(lay))]  # fmt: skip
             inside = site.name + "."
-            for name, mod in top.named_modules():
-                full = f"{rec.layers[lay]}.{name}" if name else rec.layers[lay]
+            for name, _mod in lm.model.get_submodule(top).named_modules():
+                full = f"{top}.{name}" if name else top
                 if name and not full.startswith(inside) and full != site.name:
-                    handles.append(mod.register_forward_hook(on_sub(lay, full)))
-        token = _ACTIVE.set(rec)
-        try:
-            yield rec
-        finally:
-            _ACTIVE.reset(token)
-    finally:
-        for h in handles:
-            h.remove()
+                    hooks.append(Hook(full, "post", on_sub(lay, full)))
+        return rec, tuple(hooks)

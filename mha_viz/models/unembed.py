@@ -22,8 +22,6 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -31,11 +29,12 @@ import torch
 
 from mha_viz.config import MATCH_TOL
 from mha_viz.models import offload
+from mha_viz.models.interventions import Hook, Record
 from mha_viz.models.load import LoadedModel
+from mha_viz.models.watch import watching
 from mha_viz.trace import MhaVizError
 
 _PROBE: ContextVar[dict | None] = ContextVar("mha_viz_unembed_probe", default=None)
-_RESID: ContextVar[list | None] = ContextVar("mha_viz_final_residual", default=None)
 _LOCK = threading.Lock()
 _FOUND: weakref.WeakKeyDictionary[torch.nn.Module, Unembedding] = weakref.WeakKeyDictionary()
 
@@ -84,16 +83,26 @@ def unembedding(lm: LoadedModel) -> Unembedding:
         found = _FOUND.get(lm.model)
         if found is None:
             found = _discover(lm)
-            if found.norm_name is not None:  # capture the final residual on request (see residual_stream)
-                lm.model.get_submodule(found.norm_name).register_forward_pre_hook(_residual_hook)
             _FOUND[lm.model] = found
     return found
 
 
-def _residual_hook(_mod: torch.nn.Module, args: tuple) -> None:
-    store = _RESID.get()
-    if store is not None and args and isinstance(args[0], torch.Tensor):
-        store.append(args[0].detach().float().cpu())
+@dataclass(frozen=True, eq=False)
+class FinalResidual(Record):
+    """What the final norm ``norm`` reads, the residual stream after the last layer, in the pass it is given to: a
+    list with one [b, pos, d_model] float32 CPU tensor per call of the norm. Keyed by the last layer of ``part``."""
+
+    norm: str = ""
+
+    def begin(self, lm: LoadedModel) -> tuple[list[torch.Tensor], tuple[Hook, ...]]:
+        store: list[torch.Tensor] = []
+
+        def pre(_m: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+            x = args[0] if args else kwargs.get("hidden_states")
+            if isinstance(x, torch.Tensor):
+                store.append(x.detach().float().cpu())
+
+        return store, (Hook(self.norm, "pre", pre),)
 
 
 def _discover(lm: LoadedModel) -> Unembedding:
@@ -231,16 +240,6 @@ class Stream:
     logits: torch.Tensor
 
 
-@contextmanager
-def _capturing() -> Iterator[list]:
-    store: list = []
-    token = _RESID.set(store)
-    try:
-        yield store
-    finally:
-        _RESID.reset(token)
-
-
 def _keeps_logits(model: torch.nn.Module) -> bool:
     """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs since 4.50)."""
     try:
@@ -257,8 +256,11 @@ def residual_stream(lm: LoadedModel, ids: tuple[int, ...] | list[int], position:
     extra = {}
     if position is not None and _keeps_logits(lm.model):
         extra["logits_to_keep"] = torch.tensor([int(position)], device=lm.device)
-    with _capturing() as store, torch.no_grad():
+    # the final norm's input, recorded for this pass only (no hook stays on the shared model)
+    steps = [] if u.norm_name is None else [FinalResidual(lm.part(None), lm.n_layers() - 1, u.norm_name)]
+    with watching(lm.model, lm, steps) as kept, torch.no_grad():
         out = lm.model(input_ids=torch.tensor([list(ids)], device=lm.device), output_hidden_states=True, **extra)
+    store = kept[steps[0]] if steps else []
     logits = out.logits[0].detach()  # [pos or 1, vocab]
     if position is not None and logits.shape[0] != 1:  # the model computed every position: keep one
         logits = logits[int(position)].unsqueeze(0).clone()  # [1, vocab]

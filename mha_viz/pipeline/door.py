@@ -1,8 +1,9 @@
 """The one door to a model run (issue 36 §1): ``run(lm, input_ids, *interventions, **options)``.
 
 Studies ask for a pass with typed interventions (models/interventions.py: Ablate, Replace, ShareKV, Rotate,
-HeadMask, Route, KeyMask), each keyed by (part, layer), instead of threading a keyword per experiment; ``gradients``
-is the same pass with autograd on (attribution patching)."""
+HeadMask, Route, KeyMask), each keyed by (part, layer), instead of threading a keyword per experiment; a Record
+(RecordSources, FinalResidual) reads the pass's modules instead, into ModelRun.records; ``gradients`` is the same
+pass with autograd on (attribution patching)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.models.tokens import Tokens
 from mha_viz.pipeline.door import run
 from mha_viz.pipeline.road import encode, layer_at
-from mha_viz.pipeline.scores import check_sum, model_score, recording_sources, sides
+from mha_viz.pipeline.scores import RecordSources, check_sum, model_score, sides
 from mha_viz.selection import Selection
 from mha_viz.trace import MhaVizError
 
@@ -110,8 +110,9 @@ def why_at(
     positions = tuple(sorted({i, j} | ({jv} if jv is not None else set())))
     ids = torch.tensor([tokens.ids])  # [1, pos]
     dec = None if target_tokens is None else torch.tensor([target_tokens.ids])
-    with recording_sources(lm, part, layer, positions) as rec:
-        call = run(lm, ids, only=(part, layer), extras=False, decoder_ids=dec).calls[(part, layer)]
+    sources = RecordSources(part, layer, positions)  # the residual stream per component at these tokens
+    ran = run(lm, ids, sources, only=(part, layer), extras=False, decoder_ids=dec)
+    call, rec = ran.calls[(part, layer)], ran.records[sources]
     for k in (j, jv):
         if k is not None and call.allowed is not None and not bool(call.allowed[0, head % call.allowed.shape[1], i, k]):
             raise MhaVizError(f"{tokens.labels[i]!r} cannot see {tokens.labels[k]!r} in this head (the mask hides it)")
