@@ -29,8 +29,8 @@ def test_own_weights_cuda_matches_cpu(minilm) -> None:
     config = Config(model="own", d_model=512, n_heads=8, seed=0, device="cpu", causal=True)
     _, _, cpu = own_trace(minilm, "humpty dumpty sat on", config)
     _, _, gpu = own_trace(minilm, "humpty dumpty sat on", config.replace(device="cuda"))
-    for name, t in cpu.tensors().items():
-        assert (t - gpu.tensors()[name]).abs().max().item() <= 1e-4, name
+    for name, t in cpu.tensors().items():  # the causal scores' masked cells are -inf on both (inf - inf is NaN)
+        torch.testing.assert_close(gpu.tensors()[name], t, atol=1e-4, rtol=0, msg=name)
 
 
 @pytest.fixture(scope="module")
