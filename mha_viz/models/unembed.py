@@ -1,6 +1,6 @@
 """From the residual stream to next-token logits: the final norm and the LM head of a causal LM.
 
-The final norm is found by running a short probe with hooks (active only in the probing thread) on every
+The final norm is found by running a short probe with hooks (a Record for that pass only, models/watch.py) on every
 norm-like module and on the LM head: it is the module whose output is exactly what the LM head reads.
 Its effective form is then measured, not assumed, so RMSNorm, LayerNorm, Gemma's (1 + w) norms and norms
 without parameters are all handled alike:
@@ -22,7 +22,6 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +33,6 @@ from mha_viz.models.load import LoadedModel
 from mha_viz.models.watch import watching
 from mha_viz.trace import MhaVizError
 
-_PROBE: ContextVar[dict | None] = ContextVar("mha_viz_unembed_probe", default=None)
 _LOCK = threading.Lock()
 _FOUND: weakref.WeakKeyDictionary[torch.nn.Module, Unembedding] = weakref.WeakKeyDictionary()
 
@@ -105,49 +103,48 @@ class FinalResidual(Record):
         return store, (Hook(self.norm, "pre", pre),)
 
 
+@dataclass(frozen=True, eq=False)
+class _Probe(Record):
+    """What _discover reads of one probe pass: every norm-like module's input and output in call order, the LM head's
+    input and every W^O's output (keyed by the last layer of ``part``)."""
+
+    def begin(self, lm: LoadedModel) -> tuple[dict, tuple[Hook, ...]]:
+        seen: dict = {"order": 0, "norms": {}, "wo": []}
+
+        def norm_hook(name: str):
+            def hook(_m: torch.nn.Module, args: tuple, out: object) -> None:
+                if isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
+                    seen["order"] += 1
+                    seen["norms"][name] = (seen["order"], args[0].detach(), out.detach())
+
+            return hook
+
+        def head_hook(_m: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+            x = args[0] if args else kwargs.get("input")
+            if isinstance(x, torch.Tensor):
+                seen["head_in"] = x.detach()
+
+        def wo_hook(_m: torch.nn.Module, _args: tuple, out: object) -> None:
+            if isinstance(out, torch.Tensor):
+                seen["wo"].append(out.detach())
+
+        names = {id(m): n for n, m in lm.model.named_modules()}
+        hooks = [Hook(name, "post", norm_hook(name)) for name, mod in lm.model.named_modules()
+                 if name and _norm_like(name, mod, lm.d_model)]  # fmt: skip
+        hooks.append(Hook(names[id(head_module(lm))], "pre", head_hook))
+        hooks += [Hook(site.wo, "post", wo_hook) for site in lm.sites]
+        return seen, tuple(hooks)
+
+
 def _discover(lm: LoadedModel) -> Unembedding:
     model, head = lm.model, head_module(lm)
     d = lm.d_model
-    seen: dict = {"order": 0, "norms": {}, "wo": []}
-    handles = []
-
-    def norm_hook(name: str):
-        def hook(_m, args, out) -> None:
-            state = _PROBE.get()
-            if state is not None and isinstance(out, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
-                state["order"] += 1
-                state["norms"][name] = (state["order"], args[0].detach(), out.detach())
-
-        return hook
-
-    def head_hook(_m, args) -> None:
-        state = _PROBE.get()
-        if state is not None:
-            state["head_in"] = args[0].detach()
-
-    def wo_hook(_m, _args, out) -> None:
-        state = _PROBE.get()
-        if state is not None and isinstance(out, torch.Tensor):
-            state["wo"].append(out.detach())
-
-    try:
-        for name, mod in model.named_modules():
-            if name and _norm_like(name, mod, d):
-                handles.append(mod.register_forward_hook(norm_hook(name)))
-        handles.append(head.register_forward_pre_hook(head_hook))
-        for site in lm.sites:
-            handles.append(model.get_submodule(site.wo).register_forward_hook(wo_hook))
-        vocab = int(head.weight.shape[0])
-        probe = torch.arange(3, 9, device=lm.device).remainder(vocab).unsqueeze(0)  # [1, 6]
-        token = _PROBE.set(seen)
-        try:
-            with torch.no_grad():
-                model(input_ids=probe)
-        finally:
-            _PROBE.reset(token)
-    finally:
-        for h in handles:
-            h.remove()
+    vocab = int(head.weight.shape[0])
+    probe = torch.arange(3, 9, device=lm.device).remainder(vocab).unsqueeze(0)  # [1, 6]
+    step = _Probe(lm.part(None), lm.n_layers() - 1)
+    with watching(model, lm, [step]) as kept, torch.no_grad():
+        model(input_ids=probe)
+    seen = kept[step]
     if "head_in" not in seen:
         raise MhaVizError(f"{lm.name}'s LM head was not called on a probe text; next-token views are not available")
     head_in = seen["head_in"]
