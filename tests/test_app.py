@@ -11,7 +11,7 @@ from apptest_helpers import array, assert_clean, heatmaps, ignored_note, new_app
 from conftest import SENTENCE
 from mha_viz.config import Config
 from mha_viz.pipeline.road import encode, traces
-from mha_viz.ui.sidebar import SOURCES, VIEWS
+from mha_viz.ui.sidebar import DEFAULT_DEVICE, SOURCES, VIEWS, default_controls
 
 
 def test_default_page_heads_view(minilm) -> None:
@@ -30,6 +30,13 @@ def test_default_page_heads_view(minilm) -> None:
     titles = [a["text"] for a in grid["layout"]["annotations"]]  # the grid's titles carry the heads' roles
     assert titles[2] == "head 2 · previous token"  # MiniLM layer 0 head 2 attends to the previous token
     assert all(t.startswith("head ") and " · " in t for t in titles)
+    d, sb = default_controls(), at.sidebar  # what the stored first page is recorded with (serve/record.py)
+    assert (sb.radio(key="src").value, sb.selectbox(key="device").value, sb.radio(key="img").value) == (
+        d.kind, DEFAULT_DEVICE, d.image_format)  # fmt: skip
+    toggles = {k: sb.toggle(key=k).value for k in ("causal", "scaled", "hide_special", "contrib")}
+    assert toggles == {"causal": d.causal, "scaled": d.scaled, "hide_special": d.hide_special,
+                       "contrib": d.measure == "contribution"}  # fmt: skip
+    assert d.config.scaled == d.scaled and d.config.causal == d.causal and d.text == SENTENCE
 
 
 def test_controls_change_the_figures(minilm) -> None:

@@ -32,8 +32,6 @@ def _plain(value: object) -> object:
 def default_page() -> tuple[dict, dict, np.ndarray]:
     """(key, page, matrix) of the default page's first screen (the bundled model, the default text and controls,
     the first view), computed from the live model (loaded here if it is not yet). Shapes: matrix [rows, cols]."""
-    from mha_viz.attention import resolve_device
-    from mha_viz.config import Config
     from mha_viz.selection import Selection
     from mha_viz.ui import PAGE_HEADER, PAGE_TITLE
     from mha_viz.ui.cache import get_base, model_of
@@ -41,17 +39,15 @@ def default_page() -> tuple[dict, dict, np.ndarray]:
     from mha_viz.ui.found import found_head
     from mha_viz.ui.lesson_screen import FIRST_SCREEN, first_screen
     from mha_viz.ui.registry import VIEWS
-    from mha_viz.ui.sidebar import DEFAULT_TEXT, Controls, opening_layer
+    from mha_viz.ui.sidebar import DEFAULT_TEXT, default_controls, opening_layer
 
-    # the sidebar's Config with every control at its default (sidebar.sidebar, then mask_controls for an encoder)
-    config = Config(model="", device=str(resolve_device("auto")), scaled=True, placement="").replace(causal=False)
+    controls = default_controls()  # the sidebar's, every control at its default (then mask_controls for an encoder)
+    config = controls.config
     lm = model_of(config)
     part = lm.parts[0]
     found = found_head(Selection(config, DEFAULT_TEXT, None, part))  # the layer the page opens on (layer_control)
     layer = opening_layer(getattr(found, "layer", 0), lm.n_layers(part))
     sel = Selection(config, DEFAULT_TEXT, None, part, layer)
-    controls = Controls(config=config, kind="bundled", text=DEFAULT_TEXT, layer_slot=None, causal=False, scaled=True,
-                        hide_special=False, image_format="png")  # fmt: skip
     screen = first_screen(Ctx(c=controls, sel=sel, base=get_base(sel)))
     if screen.first is None:
         raise ValueError("the default page draws no map")

@@ -56,6 +56,9 @@ SOURCE_NOTES = {
     "d_model 576, offline.",
 }
 DEFAULT_TARGET = "Das Tier überquerte die Straße nicht, weil es zu müde war"
+# every toggle's value on a new page (the widgets below and default_controls read these; nothing else repeats them)
+TOGGLES = {"causal": False, "scaled": True, "hide_special": False, "contrib": False}
+DEFAULT_DEVICE, DEFAULT_IMAGE = "auto", "png"
 # the navigation (VIEW_GROUPS, VIEWS, GROUP_OF) comes from the one registry of views: mha_viz/ui/registry.py
 
 
@@ -118,9 +121,9 @@ def sidebar() -> Controls:
     sb = st.sidebar
     sb.header("mha-viz")
     check_choice("src", list(SOURCES.values()), SOURCES["bundled"], "the models are")
-    for key, used in (("causal", False), ("scaled", True), ("hide_special", False), ("contrib", False)):
+    for key, used in TOGGLES.items():
         check_bool(key, used)
-    check_choice("img", ["png", "svg"], "png")
+    check_choice("img", ["png", "svg"], DEFAULT_IMAGE)
     limit = MAX_TEXT_CHARS if hosted() else MAX_LONG_TEXT_CHARS  # local: SmolLM2's 8,192 tokens fit (in tiles)
     check_text("text", limit)
     kind = sb.radio("Model", list(SOURCES), format_func=SOURCES.get, key="src", bind="query-params")
@@ -143,7 +146,7 @@ def sidebar() -> Controls:
     )  # fmt: skip
     sb.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_use_example, placeholder="pick an example")
     devices = available_devices()
-    check_choice("device", ["auto", *devices], "auto", "this machine offers")
+    check_choice("device", ["auto", *devices], DEFAULT_DEVICE, "this machine offers")
     device = sb.selectbox(
         "Device",
         ["auto", *devices],
@@ -156,14 +159,26 @@ def sidebar() -> Controls:
     spread = placement_controls(kind != "own")
     mask_slot = sb.container()  # the mask toggles and the example: drawn once the model is known
     scaled = sb.toggle(
-        "Scale scores by 1/√d_k", True, key="scaled", bind="query-params", help="Turn off to see the softmax saturate."
-    )
-    fmt = sb.radio("Figure download format", ["png", "svg"], horizontal=True, key="img", bind="query-params")
+        "Scale scores by 1/√d_k", TOGGLES["scaled"], key="scaled", bind="query-params",
+        help="Turn off to see the softmax saturate.",
+    )  # fmt: skip
+    fmt = sb.radio("Figure download format", ["png", "svg"], horizontal=True, key="img", bind="query-params",
+                   index=["png", "svg"].index(DEFAULT_IMAGE))  # fmt: skip
     model = {"own": OWN, "hub": model_id, "smollm2": "smollm2"}.get(kind, "")
     config = Config(model=model, device=str(resolve_device(device)), scaled=bool(scaled), placement=spread, **own)
     if kind == "own":
         weights_download(config)
     return Controls(config, kind, text, layer_slot, False, bool(scaled), False, fmt, mask_slot)
+
+
+def default_controls() -> Controls:
+    """What sidebar() and mask_controls() give a new page on the bundled model, nothing chosen (no widget drawn: the
+    stored first page's recorder, serve/record.py, computes that page outside a page run)."""
+    device = str(resolve_device(DEFAULT_DEVICE))
+    config = Config(model="", device=device, scaled=TOGGLES["scaled"], placement="").replace(causal=TOGGLES["causal"])
+    return Controls(config=config, kind="bundled", text=DEFAULT_TEXT, layer_slot=None, causal=TOGGLES["causal"],
+                    scaled=TOGGLES["scaled"], hide_special=TOGGLES["hide_special"], image_format=DEFAULT_IMAGE,
+                    measure="contribution" if TOGGLES["contrib"] else "weight")  # fmt: skip
 
 
 def mask_controls(controls: Controls, decoder: bool) -> Controls:
@@ -177,20 +192,21 @@ def mask_controls(controls: Controls, decoder: bool) -> Controls:
         )  # fmt: skip
         causal = True
         hide = slot.toggle(
-            "Hide the first token (attention sink)", False, key="hide_special", bind="query-params",
+            "Hide the first token (attention sink)", TOGGLES["hide_special"], key="hide_special", bind="query-params",
             help="Decoders park much of their attention on the first token. Hiding it drops that column and "
             "renormalises each row to sum to 1 over the remaining tokens.",
         )  # fmt: skip
     else:
         causal = slot.toggle(
-            "Causal mask", False, key="causal", bind="query-params", help="Token t sees only tokens ≤ t."
+            "Causal mask", TOGGLES["causal"], key="causal", bind="query-params", help="Token t sees only tokens ≤ t."
         )
-        hide = slot.toggle("Hide special tokens ([CLS], [SEP])", False, key="hide_special", bind="query-params")
+        hide = slot.toggle("Hide special tokens ([CLS], [SEP])", TOGGLES["hide_special"], key="hide_special",
+                           bind="query-params")  # fmt: skip
         slot.button(
             "Seed 000 worked example", on_click=load_seed_example, help="own weights, d_model 512, 8 heads, word tokens"
         )
     contrib = slot.toggle(
-        "Show contributions ‖α·v·W_O‖, not weights", False, key="contrib", bind="query-params",
+        "Show contributions ‖α·v·W_O‖, not weights", TOGGLES["contrib"], key="contrib", bind="query-params",
         help="Weight α_ij: how much token i looks at token j. Contribution: the length of what j actually sends to "
         "i through the head, ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020), each row divided by its sum. Followed by "
         "Heads, Lines, Overview, Where does it look? and Rollout.",
