@@ -143,6 +143,11 @@ def test_a_cold_servers_first_page_is_the_stored_page_then_the_live_one(
     assert light_spec["data"][0]["type"] == "heatmap"
     left = _charts(_final(seen).values())
     assert not [i for i, _ in left if i.endswith(light.KEY)], "the stored map is still on the page"
+    notes = [path for _, path, kind, e in seen if kind == "markdown" and e.markdown.body == light.SIDEBAR_NOTE]
+    assert notes and notes[0][0] == 1, notes  # the stored page had its sidebar (root 1) from the start ...
+    final = _final(seen)
+    assert not [p for p, (k, e) in final.items() if k == "markdown" and e.markdown.body == light.SIDEBAR_NOTE]
+    assert [p for p, (k, e) in final.items() if p[0] == 1 and k == "radio"], "the live sidebar has no model picker"
     assert [i for i, _ in left if i.endswith("lesson_first")], "the live map is not on the page"
     assert (stored / page_store.NPZ).is_file() and (stored / page_store.META).is_file()
     assert "first page" not in log, log[-3000:]

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 LIGHT = "_mha_viz_light_page"  # session state: this session's first page was drawn from the store
 KEY = "light_first"  # the stored map's chart key (the live page's map is "lesson_first")
 NOTE = "A first look, recorded from this model: the controls and the other steps appear as soon as it is loaded."
+SIDEBAR_TITLE = "mha-viz"  # the live sidebar's header (ui/sidebar.py): the sidebar is there from the first page on
+SIDEBAR_NOTE = "The controls appear here as soon as the model is loaded."
 log = logging.getLogger("mha_viz.serve.light")
 
 
@@ -31,9 +33,9 @@ def default_request(own_keys: tuple[str, ...] = ()) -> bool:
     return not st.query_params.to_dict() and all(k in own_keys for k in st.session_state)
 
 
-def first_page(own_keys: tuple[str, ...] = ()) -> object | None:
-    """Draw the stored first page when this run is a default request and the store is usable; returns its slot
-    (empty it when the live page draws), else None (nothing drawn)."""
+def first_page(own_keys: tuple[str, ...] = ()) -> Slots | None:
+    """Draw the stored first page when this run is a default request and the store is usable; returns its slots
+    (empty them when the live page draws), else None (nothing drawn)."""
     import streamlit as st
 
     if st.session_state.get(LIGHT) or not default_request(own_keys):
@@ -56,6 +58,11 @@ def first_page(own_keys: tuple[str, ...] = ()) -> object | None:
         return None
     st.session_state[LIGHT] = True
     st.set_page_config(page_title=page["title"], layout="wide")
+    # the sidebar first, so the live page's does not push the page aside when it comes (the layout stays put)
+    side = st.sidebar.empty()
+    with side.container():
+        st.header(SIDEBAR_TITLE)
+        st.caption(SIDEBAR_NOTE)
     slot = st.empty()
     with slot.container():
         st.subheader(page["header"])
@@ -66,7 +73,15 @@ def first_page(own_keys: tuple[str, ...] = ()) -> object | None:
             intro.caption(caption)
         with first:
             st.plotly_chart(fig, key=KEY, config={"displaylogo": False}, width="stretch", theme=None)
-    return slot
+    return Slots((side, slot))
+
+
+class Slots(tuple):
+    """The stored page's places (its sidebar, its main column): empty() empties them all, as the live page draws."""
+
+    def empty(self) -> None:
+        for slot in self:
+            slot.empty()
 
 
 def figure(stored: Stored) -> object:
