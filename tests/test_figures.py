@@ -216,3 +216,14 @@ def test_rotated_token_labels_of_a_half_row_heatmap_never_overlap(n: int) -> Non
     step = labels.index(list(x.ticktext)[1]) if len(x.ticktext) > 1 else n
     apart = step * HALF_ROW_PLOT_PX / n * abs(math.sin(math.radians(x.tickangle)))  # side by side, in px
     assert apart >= 1.2 * x.tickfont.size >= 1.2 * 8, (n, step, x.tickfont.size, apart)
+
+
+def test_whitespace_runs_are_named_short_on_every_token_axis() -> None:
+    """A token of 19 spaces is ticked "␣×19" at any length (the long views did; the short ones drew 19 marks, seen
+    in a screenshot of the GPL's header); the categories, the hover and a click still carry the whole label."""
+    from mha_viz.figures.common import category_ticks
+
+    labels = ["GNU", "␣" * 19, "↵" + "␣" * 4 + " (7)", "it"]
+    ticks, _ = category_ticks(labels, 400)
+    assert ticks["tickvals"] == labels
+    assert ticks["ticktext"] == ["GNU", "␣×19", "↵␣×4 (7)", "it"]

@@ -58,6 +58,8 @@ def test_no_template_no_automargin(name: str) -> None:
         for k, v in own.items():
             if isinstance(v, dict) and "bdata" in v and "," not in str(v.get("shape", "")):  # 1-D: sent as a list
                 assert isinstance(sent[k], list) and np.array_equal(array(v), np.asarray(sent[k]))
+            elif isinstance(v, dict):  # the figure's own settings are kept; the look may add its defaults
+                assert {kk: sent[k][kk] for kk in v} == v  # (a colour bar's tick format: figures/look.py)
             else:
                 assert sent[k] == v
 

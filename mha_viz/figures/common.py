@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_viz.analysis.plans.long_views import short_label
 from mha_viz.pooling import block_means, pool_factor
 
 WEIGHT_HOVER = "%{y} → %{x}: %{z:.3f}<extra>%{meta}</extra>"
@@ -44,7 +45,8 @@ def category_ticks(labels: Sequence[str], px: float, angle: int | None = None) -
     step = label_step(n, room)
     shown = list(labels)[::step]
     size = int(min(11, max(8, room / max(len(shown), 1) - 3)))
-    ticks = {"type": "category", "tickmode": "array", "tickvals": shown, "ticktext": shown, "tickfont": {"size": size}}
+    text = [short_label(t) for t in shown]  # a whitespace run as "␣×19", not 19 marks (the hover keeps the whole)
+    ticks = {"type": "category", "tickmode": "array", "tickvals": shown, "ticktext": text, "tickfont": {"size": size}}
     if angle is not None:
         ticks["tickangle"] = angle
     return ticks, step

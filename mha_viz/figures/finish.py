@@ -308,7 +308,7 @@ def _colorbar_room(data: Sequence[dict], layout: dict) -> float:
         if bar.get("orientation") == "h" or (bar.get("x") is not None and float(bar["x"]) < 1.0):
             continue  # below the plot, or inside it
         size = float((bar.get("tickfont") or {}).get("size") or TICK_FONT)
-        ticks = max(_text_px(s, size)[0] for s in ("-0.00", "0.000"))
+        ticks = max(_text_px(s, size)[0] for s in ("-0.00", "0.0004"))  # look.TICK_FORMAT's widest usual label
         title = bar.get("title")
         text = title.get("text") if isinstance(title, dict) else title
         tsize = float(((title or {}).get("font") or {}).get("size") or TITLE_FONT) if isinstance(title, dict) else 14

@@ -58,17 +58,19 @@ Y_AXIS: dict = {
     "ticklabelposition": "outside", "zerolinecolor": LINE, "title": {**_AXIS_TITLE, "standoff": 24},
     "tickcolor": LINE, "tickfont": _TICKS, "gridcolor": LINE,
 }  # fmt: skip
+# a colour bar's numbers as decimals (0.0004, 0.05, 180), not Plotly's SI prefixes: at length the weights are 400μ
+TICK_FORMAT = "~g"
 COLOR_AXIS: dict = {
     "colorscale": SEQUENTIAL,
     "colorbar": {
         "thickness": 16, "xpad": 24, "ticklabelposition": "outside", "outlinecolor": "rgba(0,0,0,0)", "outlinewidth": 8,
-        "len": 0.75, "y": 0.5745, "title": _AXIS_TITLE, "tickfont": _TICKS,
+        "len": 0.75, "y": 0.5745, "title": _AXIS_TITLE, "tickfont": _TICKS, "tickformat": TICK_FORMAT,
     },
 }  # fmt: skip
 TRACES: dict[str, dict] = {  # by trace type; a scale only where the trace has neither its own nor a colour axis
-    "heatmap": {"colorscale": SEQUENTIAL},
-    "contour": {"colorscale": SEQUENTIAL},
-    "histogram2d": {"colorscale": SEQUENTIAL},
+    "heatmap": {"colorscale": SEQUENTIAL, "colorbar": {"tickformat": TICK_FORMAT}},
+    "contour": {"colorscale": SEQUENTIAL, "colorbar": {"tickformat": TICK_FORMAT}},
+    "histogram2d": {"colorscale": SEQUENTIAL, "colorbar": {"tickformat": TICK_FORMAT}},
     "table": {
         "cells": {"fill": {"color": "#FFFFFF"}, "font": {"color": "#262730"}, "line": {"color": RULE}},
         "header": {"fill": {"color": "rgba(252, 252, 251, 1)"}, "font": {"color": GREY}, "line": {"color": RULE}},
