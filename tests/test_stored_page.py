@@ -274,29 +274,30 @@ def test_no_pickle_is_ever_read(stored: Path, tmp_path: Path, caplog: pytest.Log
     assert "is not used: Object arrays cannot be loaded when allow_pickle=False" in caplog.text, caplog.text
 
 
+def _refused_with_key(stored: Path, where: Path, caplog: pytest.LogCaptureFixture, field: str, value: object) -> str:
+    """The stored page rewritten with one key field changed: never usable; returns what was logged."""
+    rec = page_store.read(_here(stored, where))
+    assert page_store.write(where, {**rec.key, field: value}, rec.page, rec.matrix)
+    with caplog.at_level(logging.WARNING, logger=page_store.log.name):
+        assert page_store.usable(where) is None
+    return caplog.text
+
+
 @pytest.mark.parametrize(("field", "value"), [("versions", {"torch": "0.0"}), ("model_size", 1), ("source", "0")])
 def test_a_changed_key_is_never_used_and_is_logged(
     stored: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, fresh: None, field: str, value: object
 ) -> None:
-    where = _here(stored, tmp_path / "store")
-    rec = page_store.read(where)
-    assert page_store.write(where, {**rec.key, field: value}, rec.page, rec.matrix)
-    with caplog.at_level(logging.WARNING, logger=page_store.log.name):
-        assert page_store.usable(where) is None
-    assert f"its key differs in {field}" in caplog.text, caplog.text
+    said = _refused_with_key(stored, tmp_path / "store", caplog, field, value)
+    assert f"its key differs in {field}" in said, said
 
 
 def test_a_store_recorded_on_another_kind_of_device_is_never_used(
     stored: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, fresh: None
 ) -> None:
     """A recording made on a GPU, on a machine where the page runs on the CPU (or the other way round)."""
-    where = _here(stored, tmp_path / "store")
-    rec = page_store.read(where)
     other = "cpu" if page_store.gpu_possible() else "cuda"
-    assert page_store.write(where, {**rec.key, "device": other}, rec.page, rec.matrix)
-    with caplog.at_level(logging.WARNING, logger=page_store.log.name):
-        assert page_store.usable(where) is None
-    assert f"it was recorded on {other}" in caplog.text, caplog.text
+    said = _refused_with_key(stored, tmp_path / "store", caplog, "device", other)
+    assert f"it was recorded on {other}" in said, said
 
 
 def test_the_preloads_check_keeps_a_right_store_and_rejects_a_wrong_one(

@@ -35,7 +35,6 @@ _STARTED = threading.Event()
 DONE = threading.Event()  # the preload ended: the model loaded (or FAILED says why not); ready.py reads both
 FAILED: list[str] = []  # the preload's error, one line, when it could not load the model
 PAGE_CHECKED = threading.Event()  # after DONE: the stored first page checked or recorded (record.py), or not
-PAGE: list[str] = []  # what check_or_record did: "checked", "recorded", "rejected", ... (one entry)
 # Streamlit warns about any thread that uses its caches outside a page's run; this one does so on purpose.
 _CONTEXT_LOG = "streamlit.runtime.scriptrunner_utils.script_run_context"
 
@@ -148,7 +147,7 @@ def _load() -> None:
         if not FAILED:
             from mha_viz.serve.record import check_or_record
 
-            PAGE.append(check_or_record())
+            check_or_record()  # a rejected or failed check is logged there
     finally:
         PAGE_CHECKED.set()
 

@@ -175,7 +175,7 @@ def default_controls() -> Controls:
     """What sidebar() and mask_controls() give a new page on the bundled model, nothing chosen (no widget drawn: the
     stored first page's recorder, serve/record.py, computes that page outside a page run)."""
     device = str(resolve_device(DEFAULT_DEVICE))
-    config = Config(model="", device=device, scaled=TOGGLES["scaled"], placement="").replace(causal=TOGGLES["causal"])
+    config = Config(model="", device=device, scaled=TOGGLES["scaled"], causal=TOGGLES["causal"], placement="")
     return Controls(config=config, kind="bundled", text=DEFAULT_TEXT, layer_slot=None, causal=TOGGLES["causal"],
                     scaled=TOGGLES["scaled"], hide_special=TOGGLES["hide_special"], image_format=DEFAULT_IMAGE,
                     measure="contribution" if TOGGLES["contrib"] else "weight")  # fmt: skip
